@@ -1,0 +1,232 @@
+/*
+ * internal.h — what every part of xconv shares behind the public header: the canonical
+ * problem form engines see, the engine table entry, compute types, row converters, the
+ * thread pool and the error helpers.
+ */
+#ifndef XCONV_INTERNAL_H
+#define XCONV_INTERNAL_H
+
+#include "xconv.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---------------------------------------------------------------------------------------- */
+/* Errors                                                                                   */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Fills `err` (if non-NULL) and returns `status`. `parameter` may be NULL. */
+xconv_status xconv__fail(xconv_error *err, xconv_status status, const char *parameter,
+                         const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+/* Sets err->status = OK and err->operation; clears the rest. `err` may be NULL. */
+void xconv__begin(xconv_error *err, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Returns from the calling function with a filled error record unless `cond` holds. */
+#define XCONV_CHECK(err, cond, status, param, ...)                                        \
+    do {                                                                                 \
+        if (!(cond)) return xconv__fail((err), XCONV_STATUS_##status, (param), __VA_ARGS__); \
+    } while (0)
+
+/* Propagates a non-OK status. */
+#define XCONV_TRY(expr)                                                                  \
+    do {                                                                                 \
+        xconv_status xconv__s = (expr);                                                  \
+        if (xconv__s != XCONV_STATUS_OK) return xconv__s;                                \
+    } while (0)
+
+/* ---------------------------------------------------------------------------------------- */
+/* Dtypes and compute types                                                                 */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef enum xconv_family { XCONV_FAMILY_INT, XCONV_FAMILY_FLOAT, XCONV_FAMILY_COMPLEX } xconv_family;
+
+xconv_family xconv__dtype_family(xconv_dtype dtype);
+int          xconv__dtype_bits(xconv_dtype dtype);   /* value bits (complex: both parts) */
+bool         xconv__dtype_signed(xconv_dtype dtype);
+bool         xconv__dtype_valid(xconv_dtype dtype);
+
+/*
+ * The type arithmetic happens in (DESIGN.md §2): integers in wrapping u32 when y has at
+ * most 32 bits, else u64; real floats in f32, or f64 when y is f64; complex in c64/c128.
+ */
+typedef enum xconv_ctype {
+    XCONV_CT_U32,
+    XCONV_CT_U64,
+    XCONV_CT_F32,
+    XCONV_CT_F64,
+    XCONV_CT_C64,
+    XCONV_CT_C128,
+    XCONV_CT_COUNT
+} xconv_ctype;
+
+typedef struct xconv_c64  { float re, im; } xconv_c64;
+typedef struct xconv_c128 { double re, im; } xconv_c128;
+
+xconv_ctype xconv__compute_type(xconv_dtype xw_dtype, xconv_dtype y_dtype);
+size_t      xconv__ctype_size(xconv_ctype ct);
+const char *xconv__ctype_name(xconv_ctype ct);
+
+/*
+ * Row converters between storage dtypes and compute types. `src`/`dst` point at the first
+ * element (already offset); strides are in elements of the side they describe; the compute
+ * side is contiguous. Load: integers are sign- or zero-extended then wrapped to the
+ * compute width; floats are exact. Store: integers truncate to y's width; floats round to
+ * nearest even once. The (dtype, ct) pair must be of one family.
+ */
+void xconv__load_row(xconv_ctype ct, xconv_dtype dtype, const void *src, int64_t src_stride,
+                     void *dst, int64_t n);
+void xconv__store_row(xconv_ctype ct, xconv_dtype dtype, const void *src, void *dst,
+                      int64_t dst_stride, int64_t n);
+
+/* ---------------------------------------------------------------------------------------- */
+/* The canonical problem                                                                    */
+/* ---------------------------------------------------------------------------------------- */
+
+/*
+ * Every problem after validation: always 3 spatial dims (1-D and 2-D problems get leading
+ * unit dims: size 1, kernel 1, stride 1, dilation 1, no padding), channels-first index
+ * order with the layout folded into element strides, and the weight addressed by
+ * (group, y channel in group, x channel in group, k0, k1, k2) for both ops:
+ *
+ *   conv:           y[n, g*cout_g + o, Y] += x[n, g*cin_g + i, Y*s + k*t - lo] * w[g, o, i, k]
+ *   conv_transpose: y[n, g*cout_g + o, j] += x[n, g*cin_g + i, (j + lo - k*t)/s] * w[g, o, i, k]
+ *                   where (j + lo - k*t) is a non-negative multiple of s inside x.
+ *
+ * Element address of x[n, c, d0, d1, d2] = x_off + n*x_sn + c*x_sc + sum d_i*x_ss[i]
+ * (in elements of x's dtype, from the buffer start); the same for y, w and bias.
+ */
+typedef struct xconv_canon {
+    xconv_op     op;
+    int          spatial_rank;  /* the user's rank, for descriptions and engine choice */
+    xconv_layout layout;        /* the user's layout, for descriptions and engine choice */
+    xconv_device device;
+    int          device_index;
+    xconv_dtype  x_dtype;       /* x and w */
+    xconv_dtype  y_dtype;
+    xconv_dtype  bias_dtype;    /* INVALID when there is no bias */
+    xconv_ctype  ct;
+    bool         has_bias;
+
+    int64_t n, cin, cout, groups, cin_g, cout_g;
+    int64_t x_size[3], k_size[3], y_size[3];
+    int64_t stride[3], dil[3], pad_lo[3], pad_hi[3], opad[3];
+
+    int64_t x_off, x_sn, x_sc, x_ss[3];
+    int64_t y_off, y_sn, y_sc, y_ss[3];
+    int64_t w_off, w_sg, w_so, w_si, w_sk[3];
+    int64_t b_off, b_s;
+
+    bool    y_contiguous_cf;    /* y is dense channels-first: y_sn = cout*prod(Y), ... */
+    double  flops;              /* DESIGN.md §6 count: 2 * MACs */
+} xconv_canon;
+
+/* The problem in benchdnn style ("conv2d n1 cin64 ... f32 ncx") into buf. */
+void xconv__describe(const xconv_canon *p, char *buf, size_t size);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Contexts and threads                                                                     */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Runs fn(arg, begin, end) over a static split of [0, count) into at most `threads`
+ * contiguous chunks, chunk t always the same range for a given (count, threads): results
+ * that depend only on the index are bit-identical for any thread count. */
+typedef void (*xconv_range_fn)(void *arg, int64_t begin, int64_t end);
+void xconv__parallel_for(xconv_context *ctx, int64_t count, xconv_range_fn fn, void *arg);
+
+/* A context for internal use when the caller passed NULL (single thread, created on demand,
+ * lives for the process). */
+xconv_context *xconv__default_context(void);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Engines                                                                                  */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef struct xconv_exec {
+    const xconv_canon *p;
+    xconv_context     *ctx;       /* never NULL */
+    const void        *x, *w, *bias;  /* buffer starts; bias NULL without bias */
+    void              *y;
+    void              *workspace; /* >= workspace_bytes(p), aligned to 64 bytes */
+    size_t             workspace_bytes;
+} xconv_exec;
+
+typedef struct xconv_engine {
+    const char *name;                                        /* "cpu.im2col", stable */
+    xconv_device device;
+    bool (*supports)(const xconv_canon *p, const char **why_not);
+    size_t (*workspace_bytes)(const xconv_canon *p);
+    double (*cost)(const xconv_canon *p);                    /* lower is preferred */
+    xconv_status (*run)(const xconv_exec *e, xconv_error *err);
+} xconv_engine;
+
+/* The engine table (src/plan/engines.c), in preference order, cpu.ref last. */
+extern const xconv_engine *const xconv__engines[];
+extern const int xconv__engine_count;
+
+const xconv_engine *xconv__engine_find(const char *name);
+
+/* Picks the engine for p: the forced one (UNSUPPORTED with its why_not if it cannot run p)
+ * or the cheapest that supports p. */
+xconv_status xconv__select_engine(const xconv_canon *p, const char *forced,
+                                  const xconv_engine **out, xconv_error *err);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Validation and normalization (src/api/validate.c, src/plan/normalize.c)                  */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Every check of DESIGN.md §3 for a conv / conv_transpose problem; on success fills *canon.
+ * `op_name` is used in nothing but must already be in err->operation. bias may be NULL. */
+xconv_status xconv__validate_problem(const xconv_params *params, const xconv_tensor *x,
+                                     const xconv_tensor *w, const xconv_tensor *bias,
+                                     const xconv_tensor *y, xconv_canon *canon,
+                                     xconv_error *err);
+
+/* Checks params and shapes only (xconv_output_shape); y_shape gets the output shape. */
+xconv_status xconv__validate_shapes(const xconv_params *params, const int64_t *x_shape,
+                                    const int64_t *w_shape, int64_t *y_shape,
+                                    xconv_error *err);
+
+/* The byte range [lo, hi) a tensor view touches; false when it touches nothing. */
+bool xconv__tensor_span(const xconv_tensor *t, int64_t *lo_bytes, int64_t *hi_bytes);
+
+/* ---------------------------------------------------------------------------------------- */
+/* im2col / col2im kernels (src/cpu/engines/im2col_kernels.c)                              */
+/* ---------------------------------------------------------------------------------------- */
+
+/*
+ * The geometry of a validated im2col/col2im call, in canonical 3-D form: image
+ * img[n, c, d0, d1, d2] and cols[n, row, col] where for CHANNELS_FIRST row = c*KK + k,
+ * col = output position, and for CHANNELS_LAST row = output position, col = k*C + c
+ * (KK = prod(k_size), positions row-major over Y).
+ */
+typedef struct xconv_unfold {
+    xconv_layout layout;
+    int64_t n, c;
+    int64_t x_size[3], k_size[3], y_size[3];
+    int64_t stride[3], dil[3], pad_lo[3];
+    xconv_dtype img_dtype, cols_dtype;
+    xconv_ctype ct;     /* col2im accumulation type */
+    int64_t img_off, img_sn, img_sc, img_ss[3];
+    int64_t cols_off, cols_s[3];
+} xconv_unfold;
+
+xconv_status xconv__im2col_run(xconv_context *ctx, const xconv_unfold *u, const void *img,
+                               void *cols, xconv_error *err);
+xconv_status xconv__col2im_run(xconv_context *ctx, const xconv_unfold *u, const void *cols,
+                               void *img, xconv_error *err);
+
+/* Small helpers */
+static inline int64_t xconv__prod3(const int64_t v[3]) { return v[0] * v[1] * v[2]; }
+
+#endif /* XCONV_INTERNAL_H */
