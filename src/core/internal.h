@@ -197,6 +197,10 @@ xconv_status xconv__validate_shapes(const xconv_params *params, const int64_t *x
                                     const int64_t *w_shape, int64_t *y_shape,
                                     xconv_error *err);
 
+/* Maps a validated problem onto the canonical form (src/plan/normalize.c). */
+void xconv__normalize(const xconv_params *params, const xconv_tensor *x, const xconv_tensor *w,
+                      const xconv_tensor *bias, const xconv_tensor *y, xconv_canon *canon);
+
 /* The byte range [lo, hi) a tensor view touches; false when it touches nothing. */
 bool xconv__tensor_span(const xconv_tensor *t, int64_t *lo_bytes, int64_t *hi_bytes);
 

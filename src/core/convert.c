@@ -1,0 +1,189 @@
+/*
+ * convert.c — moving values between storage dtypes and compute types, a row at a time.
+ * Every engine converts at its edges through these, so the arithmetic kernels exist per
+ * compute type only (DESIGN.md §4).
+ *
+ * Integers widen by C's conversion to uint64_t, which is exactly "sign- or zero-extend
+ * then wrap", and narrow by truncation; both are defined behaviour for every value.
+ * Reduced floats go through f32, where they are exact, and round once on the way out.
+ */
+#include "core/internal.h"
+
+#include <string.h>
+
+/* Reads one integer element as its value modulo 2^64. */
+static inline uint64_t int_at(xconv_dtype d, const char *p)
+{
+    switch (d) {
+#define XCONV_DTYPE(E, name, ctype, bytes, fam, bits, sgn)                              \
+    case XCONV_DTYPE_##E:                                                              \
+        if (XCONV_FAMILY_##fam == XCONV_FAMILY_INT) {                                  \
+            ctype v;                                                                   \
+            memcpy(&v, p, sizeof v);                                                   \
+            return (uint64_t)v;                                                        \
+        }                                                                              \
+        return 0;
+#include "core/dtypes.def"
+#undef XCONV_DTYPE
+    default: return 0;
+    }
+}
+
+/* Writes the low bits(d) bits of v. */
+static inline void int_put(xconv_dtype d, char *p, uint64_t v)
+{
+    switch (d) {
+    case XCONV_DTYPE_U8: case XCONV_DTYPE_I8: { uint8_t t = (uint8_t)v; memcpy(p, &t, 1); break; }
+    case XCONV_DTYPE_U16: case XCONV_DTYPE_I16: { uint16_t t = (uint16_t)v; memcpy(p, &t, 2); break; }
+    case XCONV_DTYPE_U32: case XCONV_DTYPE_I32: { uint32_t t = (uint32_t)v; memcpy(p, &t, 4); break; }
+    case XCONV_DTYPE_U64: case XCONV_DTYPE_I64: memcpy(p, &v, 8); break;
+    default: break;
+    }
+}
+
+/* Reads one real float element; exact for every real dtype. */
+static inline double real_at(xconv_dtype d, const char *p)
+{
+    switch (d) {
+    case XCONV_DTYPE_F8E4M3: return xconv_f8e4m3_to_f32((uint8_t)*p);
+    case XCONV_DTYPE_F8E5M2: return xconv_f8e5m2_to_f32((uint8_t)*p);
+    case XCONV_DTYPE_F16: { uint16_t h; memcpy(&h, p, 2); return xconv_f16_to_f32(h); }
+    case XCONV_DTYPE_BF16: { uint16_t h; memcpy(&h, p, 2); return xconv_bf16_to_f32(h); }
+    case XCONV_DTYPE_F32: { float f; memcpy(&f, p, 4); return f; }
+    case XCONV_DTYPE_F64: { double f; memcpy(&f, p, 8); return f; }
+    default: return 0;
+    }
+}
+
+/* Writes a float computed in f32 (every dtype but f64) or f64 (f64 only), rounding once. */
+static inline void real_put_f32(xconv_dtype d, char *p, float v)
+{
+    switch (d) {
+    case XCONV_DTYPE_F8E4M3: *(uint8_t *)p = xconv_f32_to_f8e4m3(v); break;
+    case XCONV_DTYPE_F8E5M2: *(uint8_t *)p = xconv_f32_to_f8e5m2(v); break;
+    case XCONV_DTYPE_F16: { uint16_t h = xconv_f32_to_f16(v); memcpy(p, &h, 2); break; }
+    case XCONV_DTYPE_BF16: { uint16_t h = xconv_f32_to_bf16(v); memcpy(p, &h, 2); break; }
+    case XCONV_DTYPE_F32: memcpy(p, &v, 4); break;
+    case XCONV_DTYPE_F64: { double t = v; memcpy(p, &t, 8); break; }
+    default: break;
+    }
+}
+
+void xconv__load_row(xconv_ctype ct, xconv_dtype d, const void *src, int64_t src_stride,
+                     void *dst, int64_t n)
+{
+    const char *s = (const char *)src;
+    const int64_t step = src_stride * (int64_t)xconv_dtype_size(d);
+    switch (ct) {
+    case XCONV_CT_U32: {
+        uint32_t *o = (uint32_t *)dst;
+        for (int64_t i = 0; i < n; i++) o[i] = (uint32_t)int_at(d, s + i * step);
+        break;
+    }
+    case XCONV_CT_U64: {
+        uint64_t *o = (uint64_t *)dst;
+        for (int64_t i = 0; i < n; i++) o[i] = int_at(d, s + i * step);
+        break;
+    }
+    case XCONV_CT_F32: {
+        float *o = (float *)dst;
+        for (int64_t i = 0; i < n; i++) o[i] = (float)real_at(d, s + i * step);
+        break;
+    }
+    case XCONV_CT_F64: {
+        double *o = (double *)dst;
+        for (int64_t i = 0; i < n; i++) o[i] = real_at(d, s + i * step);
+        break;
+    }
+    case XCONV_CT_C64: {
+        xconv_c64 *o = (xconv_c64 *)dst;
+        for (int64_t i = 0; i < n; i++) {
+            float v[2];
+            if (d == XCONV_DTYPE_C64) {
+                memcpy(v, s + i * step, sizeof v);
+            } else { /* c128 never computes in c64; kept total for safety */
+                double w[2];
+                memcpy(w, s + i * step, sizeof w);
+                v[0] = (float)w[0], v[1] = (float)w[1];
+            }
+            o[i].re = v[0], o[i].im = v[1];
+        }
+        break;
+    }
+    case XCONV_CT_C128: {
+        xconv_c128 *o = (xconv_c128 *)dst;
+        for (int64_t i = 0; i < n; i++) {
+            double w[2];
+            if (d == XCONV_DTYPE_C128) {
+                memcpy(w, s + i * step, sizeof w);
+            } else {
+                float v[2];
+                memcpy(v, s + i * step, sizeof v);
+                w[0] = v[0], w[1] = v[1];
+            }
+            o[i].re = w[0], o[i].im = w[1];
+        }
+        break;
+    }
+    default: break;
+    }
+}
+
+void xconv__store_row(xconv_ctype ct, xconv_dtype d, const void *src, void *dst,
+                      int64_t dst_stride, int64_t n)
+{
+    char *o = (char *)dst;
+    const int64_t step = dst_stride * (int64_t)xconv_dtype_size(d);
+    switch (ct) {
+    case XCONV_CT_U32: {
+        const uint32_t *s = (const uint32_t *)src;
+        for (int64_t i = 0; i < n; i++) int_put(d, o + i * step, s[i]);
+        break;
+    }
+    case XCONV_CT_U64: {
+        const uint64_t *s = (const uint64_t *)src;
+        for (int64_t i = 0; i < n; i++) int_put(d, o + i * step, s[i]);
+        break;
+    }
+    case XCONV_CT_F32: {
+        const float *s = (const float *)src;
+        for (int64_t i = 0; i < n; i++) real_put_f32(d, o + i * step, s[i]);
+        break;
+    }
+    case XCONV_CT_F64: {
+        const double *s = (const double *)src;
+        for (int64_t i = 0; i < n; i++) {
+            if (d == XCONV_DTYPE_F64) memcpy(o + i * step, &s[i], 8);
+            else real_put_f32(d, o + i * step, (float)s[i]);
+        }
+        break;
+    }
+    case XCONV_CT_C64: {
+        const xconv_c64 *s = (const xconv_c64 *)src;
+        for (int64_t i = 0; i < n; i++) {
+            if (d == XCONV_DTYPE_C64) {
+                float v[2] = {s[i].re, s[i].im};
+                memcpy(o + i * step, v, sizeof v);
+            } else {
+                double v[2] = {s[i].re, s[i].im};
+                memcpy(o + i * step, v, sizeof v);
+            }
+        }
+        break;
+    }
+    case XCONV_CT_C128: {
+        const xconv_c128 *s = (const xconv_c128 *)src;
+        for (int64_t i = 0; i < n; i++) {
+            if (d == XCONV_DTYPE_C128) {
+                double v[2] = {s[i].re, s[i].im};
+                memcpy(o + i * step, v, sizeof v);
+            } else {
+                float v[2] = {(float)s[i].re, (float)s[i].im};
+                memcpy(o + i * step, v, sizeof v);
+            }
+        }
+        break;
+    }
+    default: break;
+    }
+}

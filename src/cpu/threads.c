@@ -1,0 +1,164 @@
+/*
+ * threads.c — the context and its thread pool. parallel_for splits a range statically
+ * (chunk t of T is always the same indices), so work that depends only on the index gives
+ * bit-identical results for any thread count. The calling thread runs chunk 0; a nested
+ * parallel_for (an engine calling a threaded helper) runs inline rather than deadlock.
+ */
+#include "core/internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+struct xconv_context {
+    int   threads;
+    int   cuda_device;
+    void *cuda_stream;
+
+    pthread_t      *workers;     /* threads - 1 of them */
+    pthread_mutex_t mu;
+    pthread_cond_t  wake, done;
+    unsigned long   generation;  /* bumped per job */
+    int             pending;     /* workers still running the current job */
+    bool            shutdown;
+    xconv_range_fn  fn;
+    void           *arg;
+    int64_t         count;
+};
+
+static _Thread_local bool in_pool_task;
+
+static void chunk(int64_t count, int parts, int t, int64_t *b, int64_t *e)
+{
+    *b = count * t / parts;
+    *e = count * (t + 1) / parts;
+}
+
+typedef struct worker_arg { xconv_context *ctx; int index; } worker_arg;
+
+static void *worker_main(void *p)
+{
+    worker_arg wa = *(worker_arg *)p;
+    free(p);
+    xconv_context *ctx = wa.ctx;
+    unsigned long seen = 0;
+    in_pool_task = true;
+    pthread_mutex_lock(&ctx->mu);
+    for (;;) {
+        while (!ctx->shutdown && ctx->generation == seen) pthread_cond_wait(&ctx->wake, &ctx->mu);
+        if (ctx->shutdown) break;
+        seen = ctx->generation;
+        xconv_range_fn fn = ctx->fn;
+        void *arg = ctx->arg;
+        int64_t count = ctx->count, b, e;
+        pthread_mutex_unlock(&ctx->mu);
+        chunk(count, ctx->threads, wa.index, &b, &e);
+        if (b < e) fn(arg, b, e);
+        pthread_mutex_lock(&ctx->mu);
+        if (--ctx->pending == 0) pthread_cond_signal(&ctx->done);
+    }
+    pthread_mutex_unlock(&ctx->mu);
+    return NULL;
+}
+
+void xconv__parallel_for(xconv_context *ctx, int64_t count, xconv_range_fn fn, void *arg)
+{
+    if (count <= 0) return;
+    if (!ctx || ctx->threads <= 1 || count == 1 || in_pool_task || !ctx->workers) {
+        fn(arg, 0, count);
+        return;
+    }
+    pthread_mutex_lock(&ctx->mu);
+    ctx->fn = fn;
+    ctx->arg = arg;
+    ctx->count = count;
+    ctx->pending = ctx->threads - 1;
+    ctx->generation++;
+    pthread_cond_broadcast(&ctx->wake);
+    pthread_mutex_unlock(&ctx->mu);
+
+    int64_t b, e;
+    chunk(count, ctx->threads, 0, &b, &e);
+    in_pool_task = true;
+    if (b < e) fn(arg, b, e);
+    in_pool_task = false;
+
+    pthread_mutex_lock(&ctx->mu);
+    while (ctx->pending > 0) pthread_cond_wait(&ctx->done, &ctx->mu);
+    pthread_mutex_unlock(&ctx->mu);
+}
+
+static void stop_workers(xconv_context *ctx, int started)
+{
+    pthread_mutex_lock(&ctx->mu);
+    ctx->shutdown = true;
+    pthread_cond_broadcast(&ctx->wake);
+    pthread_mutex_unlock(&ctx->mu);
+    for (int i = 0; i < started; i++) pthread_join(ctx->workers[i], NULL);
+}
+
+xconv_status xconv_context_create(const xconv_context_options *options, xconv_context **out,
+                                  xconv_error *err)
+{
+    xconv__begin(err, "xconv_context_create");
+    XCONV_CHECK(err, out != NULL, INVALID_ARGUMENT, "ctx", "ctx (the output pointer) is null");
+    int threads = options ? options->threads : 0;
+    XCONV_CHECK(err, threads >= 0 && threads <= 1024, INVALID_ARGUMENT, "threads",
+                "threads %d is not in 0..1024", threads);
+    if (threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n >= 1 ? (int)(n > 1024 ? 1024 : n) : 1;
+    }
+    xconv_context *ctx = calloc(1, sizeof *ctx);
+    XCONV_CHECK(err, ctx != NULL, OUT_OF_MEMORY, NULL, "cannot allocate a context");
+    ctx->threads = threads;
+    ctx->cuda_device = options ? options->cuda_device : 0;
+    ctx->cuda_stream = options ? options->cuda_stream : NULL;
+    pthread_mutex_init(&ctx->mu, NULL);
+    pthread_cond_init(&ctx->wake, NULL);
+    pthread_cond_init(&ctx->done, NULL);
+    if (threads > 1) {
+        ctx->workers = calloc((size_t)threads - 1, sizeof *ctx->workers);
+        int started = 0;
+        for (; ctx->workers && started < threads - 1; started++) {
+            worker_arg *wa = malloc(sizeof *wa);
+            if (!wa) break;
+            wa->ctx = ctx;
+            wa->index = started + 1;
+            if (pthread_create(&ctx->workers[started], NULL, worker_main, wa) != 0) {
+                free(wa);
+                break;
+            }
+        }
+        if (started < threads - 1) {
+            if (ctx->workers) stop_workers(ctx, started);
+            free(ctx->workers);
+            pthread_mutex_destroy(&ctx->mu);
+            pthread_cond_destroy(&ctx->wake);
+            pthread_cond_destroy(&ctx->done);
+            free(ctx);
+            return xconv__fail(err, XCONV_STATUS_OUT_OF_MEMORY, "threads",
+                               "cannot start %d threads", threads);
+        }
+    }
+    *out = ctx;
+    return XCONV_STATUS_OK;
+}
+
+void xconv_context_destroy(xconv_context *ctx)
+{
+    if (!ctx || ctx == xconv__default_context()) return;
+    if (ctx->workers) stop_workers(ctx, ctx->threads - 1);
+    free(ctx->workers);
+    pthread_mutex_destroy(&ctx->mu);
+    pthread_cond_destroy(&ctx->wake);
+    pthread_cond_destroy(&ctx->done);
+    free(ctx);
+}
+
+int xconv_context_threads(const xconv_context *ctx) { return ctx ? ctx->threads : 1; }
+
+/* Single-threaded and without a pool, so concurrent callers that pass NULL share it safely. */
+static xconv_context default_context = {.threads = 1};
+
+xconv_context *xconv__default_context(void) { return &default_context; }

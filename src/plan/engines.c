@@ -1,0 +1,30 @@
+/*
+ * engines.c — THE engine table, in preference order, cpu.ref last (it supports every CPU
+ * problem, so a fallback always exists). Adding an engine is adding a row here.
+ */
+#include "core/internal.h"
+
+#include <string.h>
+
+extern const xconv_engine xconv__engine_cpu_im2col __attribute__((weak));
+extern const xconv_engine xconv__engine_cpu_ref;
+
+const xconv_engine *const xconv__engines[] = {
+    &xconv__engine_cpu_ref,
+};
+const int xconv__engine_count = (int)(sizeof xconv__engines / sizeof xconv__engines[0]);
+
+const xconv_engine *xconv__engine_find(const char *name)
+{
+    if (!name) return NULL;
+    for (int i = 0; i < xconv__engine_count; i++)
+        if (strcmp(xconv__engines[i]->name, name) == 0) return xconv__engines[i];
+    return NULL;
+}
+
+int xconv_engine_count(void) { return xconv__engine_count; }
+
+const char *xconv_engine_name(int index)
+{
+    return index >= 0 && index < xconv__engine_count ? xconv__engines[index]->name : NULL;
+}
