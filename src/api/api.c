@@ -164,8 +164,17 @@ xconv_status xconv_plan_execute(const xconv_plan *plan, const void *x, const voi
     if (!plan->has_span[3]) return XCONV_STATUS_OK; /* N = 0: nothing to write */
 
     void *owned = NULL;
+#ifdef XCONV_HAVE_CUDA
+    const bool on_cuda = c->device == XCONV_DEVICE_CUDA;
+#else
+    const bool on_cuda = false;
+#endif
     if (!workspace && need) {
+#ifdef XCONV_HAVE_CUDA
+        owned = on_cuda ? xconv__cuda_workspace_alloc(plan->ctx, need) : malloc(need);
+#else
         owned = malloc(need);
+#endif
         XCONV_CHECK(err, owned != NULL, OUT_OF_MEMORY, "workspace",
                     "cannot allocate %zu bytes of workspace", need);
         workspace = owned;
@@ -177,7 +186,13 @@ xconv_status xconv_plan_execute(const xconv_plan *plan, const void *x, const voi
         .workspace = aligned, .workspace_bytes = plan->engine_ws_bytes,
     };
     xconv_status s = plan->engine->run(&e, err);
+#ifdef XCONV_HAVE_CUDA
+    if (on_cuda) xconv__cuda_workspace_free(plan->ctx, owned);
+    else free(owned);
+#else
+    (void)on_cuda;
     free(owned);
+#endif
     return s;
 }
 

@@ -444,9 +444,12 @@ xconv_status xconv__validate_problem(const xconv_params *p, const xconv_tensor *
                     all[i]->device == XCONV_DEVICE_CUDA ? "cuda" : "cpu", all[i]->device_index,
                     x->device == XCONV_DEVICE_CUDA ? "cuda" : "cpu", x->device_index);
     }
-    XCONV_CHECK(err, x->device == XCONV_DEVICE_CPU || xconv__engine_find("cuda.generic") != NULL,
-                UNSUPPORTED, "x.device",
+#ifdef XCONV_HAVE_CUDA
+    if (x->device == XCONV_DEVICE_CUDA) XCONV_TRY(xconv__cuda_check_device(x->device_index, err));
+#else
+    XCONV_CHECK(err, x->device == XCONV_DEVICE_CPU, UNSUPPORTED, "x.device",
                 "x.device is cuda but this build of xconv has no cuda backend");
+#endif
 
     xconv__normalize(p, x, w, bias, y, canon);
     return XCONV_STATUS_OK;

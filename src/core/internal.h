@@ -144,6 +144,17 @@ void xconv__describe(const xconv_canon *p, char *buf, size_t size);
 typedef void (*xconv_range_fn)(void *arg, int64_t begin, int64_t end);
 void xconv__parallel_for(xconv_context *ctx, int64_t count, xconv_range_fn fn, void *arg);
 
+/* The CUDA device ordinal and stream (a cudaStream_t, NULL = default) of a context. */
+int   xconv__context_cuda_device(const xconv_context *ctx);
+void *xconv__context_cuda_stream(const xconv_context *ctx);
+
+#ifdef XCONV_HAVE_CUDA
+/* src/cuda: device checks and stream-ordered workspace for CUDA plans. */
+xconv_status xconv__cuda_check_device(int device_index, xconv_error *err);
+void        *xconv__cuda_workspace_alloc(xconv_context *ctx, size_t bytes);
+void         xconv__cuda_workspace_free(xconv_context *ctx, void *ptr);
+#endif
+
 /* A context for internal use when the caller passed NULL (single thread, created on demand,
  * lives for the process). */
 xconv_context *xconv__default_context(void);

@@ -158,6 +158,10 @@ void xconv_context_destroy(xconv_context *ctx)
 
 int xconv_context_threads(const xconv_context *ctx) { return ctx ? ctx->threads : 1; }
 
+int xconv__context_cuda_device(const xconv_context *ctx) { return ctx ? ctx->cuda_device : 0; }
+
+void *xconv__context_cuda_stream(const xconv_context *ctx) { return ctx ? ctx->cuda_stream : NULL; }
+
 /* Single-threaded and without a pool, so concurrent callers that pass NULL share it safely. */
 static xconv_context default_context = {.threads = 1};
 

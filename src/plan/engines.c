@@ -1,15 +1,25 @@
 /*
  * engines.c — THE engine table, in preference order, cpu.ref last (it supports every CPU
- * problem, so a fallback always exists). Adding an engine is adding a row here.
+ * problem, so a fallback always exists). Adding an engine is adding a row here; the CUDA
+ * backend's rows come from src/cuda/engines.def when it is built.
  */
 #include "core/internal.h"
 
 #include <string.h>
 
-extern const xconv_engine xconv__engine_cpu_im2col __attribute__((weak));
-extern const xconv_engine xconv__engine_cpu_ref;
+#define XCONV_ENGINE(sym) extern const xconv_engine sym;
+#ifdef XCONV_HAVE_CUDA
+#include "cuda/engines.def"
+#endif
+XCONV_ENGINE(xconv__engine_cpu_ref)
+#undef XCONV_ENGINE
 
 const xconv_engine *const xconv__engines[] = {
+#define XCONV_ENGINE(sym) &sym,
+#ifdef XCONV_HAVE_CUDA
+#include "cuda/engines.def"
+#endif
+#undef XCONV_ENGINE
     &xconv__engine_cpu_ref,
 };
 const int xconv__engine_count = (int)(sizeof xconv__engines / sizeof xconv__engines[0]);
