@@ -236,14 +236,19 @@ static tu_val hand_val(xconv_dtype dt, int64_t v, enum role role)
     switch (role) {
     case ROLE_X: return (tu_val){0, r, r};      /* v (1 + i) */
     case ROLE_W: return (tu_val){0, 0.0, r};    /* v i */
-    default: return (tu_val){0, -r, r};         /* v (i - 1) */
+    default: return (tu_val){0, 0.0 - r, r};    /* v (i - 1); 0 - r keeps zeros positive */
     }
 }
 
-static bool all_exact(xconv_dtype dt, const int64_t *v, int64_t count)
+/* Whether dtype dt holds the values exactly. Integers of the same width as y may wrap (the
+ * result is still right modulo 2^bits); `no_wrap` is for x and w under a wider y, where a
+ * wrapped input would change the result. */
+static bool all_exact(xconv_dtype dt, const int64_t *v, int64_t count, bool no_wrap)
 {
-    for (int64_t i = 0; i < count; i++)
-        if (!tu_exact_in(dt, (double)v[i])) return false;
+    for (int64_t i = 0; i < count; i++) {
+        if (tu_is_int(dt) ? no_wrap && !tu_fits_int(dt, v[i]) : !tu_exact_in(dt, (double)v[i]))
+            return false;
+    }
     return true;
 }
 
@@ -428,8 +433,9 @@ int main(void)
         for (size_t pi = 0; pi < sizeof PAIRS / sizeof PAIRS[0]; pi++) {
             xconv_dtype xdt = PAIRS[pi][0], ydt = PAIRS[pi][1];
             /* Float dtypes only where every value is exact (f8 cannot hold most of them). */
-            if (!all_exact(xdt, c->xv, nx) || !all_exact(xdt, c->wv, nw) ||
-                !all_exact(ydt, c->yv, ny) || (c->bv && !all_exact(ydt, c->bv, c->cout)))
+            bool widened = xdt != ydt;
+            if (!all_exact(xdt, c->xv, nx, widened) || !all_exact(xdt, c->wv, nw, widened) ||
+                !all_exact(ydt, c->yv, ny, false) || (c->bv && !all_exact(ydt, c->bv, c->cout, false)))
                 continue;
             for (int L = 0; L < 2; L++) run_case(c, (xconv_layout)L, xdt, ydt);
             tried++;
