@@ -98,6 +98,7 @@ xconv_status xconv_plan_create(xconv_context *ctx, const xconv_params *params,
     XCONV_CHECK(err, plan != NULL, INVALID_ARGUMENT, "plan", "plan (the output pointer) is null");
     xconv_canon canon;
     XCONV_TRY(xconv__validate_problem(params, x, w, bias, y, &canon, err));
+    canon.threads = xconv_context_threads(ctx ? ctx : xconv__default_context());
     const xconv_engine *engine;
     XCONV_TRY(xconv__select_engine(&canon, options ? options->engine : NULL, &engine, err));
 

@@ -69,9 +69,27 @@ static inline void real_put_f32(xconv_dtype d, char *p, float v)
     }
 }
 
+/* Whether a storage dtype holds exactly the compute type's bits, so a dense row is a copy. */
+static bool same_bits(xconv_ctype ct, xconv_dtype d)
+{
+    switch (ct) {
+    case XCONV_CT_U32: return d == XCONV_DTYPE_U32 || d == XCONV_DTYPE_I32;
+    case XCONV_CT_U64: return d == XCONV_DTYPE_U64 || d == XCONV_DTYPE_I64;
+    case XCONV_CT_F32: return d == XCONV_DTYPE_F32;
+    case XCONV_CT_F64: return d == XCONV_DTYPE_F64;
+    case XCONV_CT_C64: return d == XCONV_DTYPE_C64;
+    case XCONV_CT_C128: return d == XCONV_DTYPE_C128;
+    default: return false;
+    }
+}
+
 void xconv__load_row(xconv_ctype ct, xconv_dtype d, const void *src, int64_t src_stride,
                      void *dst, int64_t n)
 {
+    if (n > 0 && src_stride == 1 && same_bits(ct, d)) {
+        memcpy(dst, src, (size_t)n * xconv__ctype_size(ct));
+        return;
+    }
     const char *s = (const char *)src;
     const int64_t step = src_stride * (int64_t)xconv_dtype_size(d);
     switch (ct) {
@@ -132,6 +150,10 @@ void xconv__load_row(xconv_ctype ct, xconv_dtype d, const void *src, int64_t src
 void xconv__store_row(xconv_ctype ct, xconv_dtype d, const void *src, void *dst,
                       int64_t dst_stride, int64_t n)
 {
+    if (n > 0 && dst_stride == 1 && same_bits(ct, d)) {
+        memcpy(dst, src, (size_t)n * xconv__ctype_size(ct));
+        return;
+    }
     char *o = (char *)dst;
     const int64_t step = dst_stride * (int64_t)xconv_dtype_size(d);
     switch (ct) {

@@ -127,6 +127,7 @@ typedef struct xconv_canon {
     int64_t w_off, w_sg, w_so, w_si, w_sk[3];
     int64_t b_off, b_s;
 
+    int     threads;            /* the plan's context's threads: workspace slots to size */
     bool    y_contiguous_cf;    /* y is dense channels-first: y_sn = cout*prod(Y), ... */
     double  flops;              /* DESIGN.md §6 count: 2 * MACs */
 } xconv_canon;
@@ -154,6 +155,12 @@ xconv_status xconv__cuda_check_device(int device_index, xconv_error *err);
 void        *xconv__cuda_workspace_alloc(xconv_context *ctx, size_t bytes);
 void         xconv__cuda_workspace_free(xconv_context *ctx, void *ptr);
 #endif
+
+/* parallel_for whose callback also gets its chunk's index `slot` (0 <= slot < the context's
+ * thread count, as xconv__context_slots tells): lets an engine give each chunk its own part
+ * of a workspace sized at plan time with canon.threads. */
+typedef void (*xconv_slot_fn)(void *arg, int64_t begin, int64_t end, int slot);
+void xconv__parallel_for_slot(xconv_context *ctx, int64_t count, xconv_slot_fn fn, void *arg);
 
 /* A context for internal use when the caller passed NULL (single thread, created on demand,
  * lives for the process). */

@@ -21,7 +21,7 @@ struct xconv_context {
     unsigned long   generation;  /* bumped per job */
     int             pending;     /* workers still running the current job */
     bool            shutdown;
-    xconv_range_fn  fn;
+    xconv_slot_fn   fn;
     void           *arg;
     int64_t         count;
 };
@@ -48,12 +48,12 @@ static void *worker_main(void *p)
         while (!ctx->shutdown && ctx->generation == seen) pthread_cond_wait(&ctx->wake, &ctx->mu);
         if (ctx->shutdown) break;
         seen = ctx->generation;
-        xconv_range_fn fn = ctx->fn;
+        xconv_slot_fn fn = ctx->fn;
         void *arg = ctx->arg;
         int64_t count = ctx->count, b, e;
         pthread_mutex_unlock(&ctx->mu);
         chunk(count, ctx->threads, wa.index, &b, &e);
-        if (b < e) fn(arg, b, e);
+        if (b < e) fn(arg, b, e, wa.index);
         pthread_mutex_lock(&ctx->mu);
         if (--ctx->pending == 0) pthread_cond_signal(&ctx->done);
     }
@@ -61,11 +61,11 @@ static void *worker_main(void *p)
     return NULL;
 }
 
-void xconv__parallel_for(xconv_context *ctx, int64_t count, xconv_range_fn fn, void *arg)
+void xconv__parallel_for_slot(xconv_context *ctx, int64_t count, xconv_slot_fn fn, void *arg)
 {
     if (count <= 0) return;
     if (!ctx || ctx->threads <= 1 || count == 1 || in_pool_task || !ctx->workers) {
-        fn(arg, 0, count);
+        fn(arg, 0, count, 0);
         return;
     }
     pthread_mutex_lock(&ctx->mu);
@@ -80,12 +80,27 @@ void xconv__parallel_for(xconv_context *ctx, int64_t count, xconv_range_fn fn, v
     int64_t b, e;
     chunk(count, ctx->threads, 0, &b, &e);
     in_pool_task = true;
-    if (b < e) fn(arg, b, e);
+    if (b < e) fn(arg, b, e, 0);
     in_pool_task = false;
 
     pthread_mutex_lock(&ctx->mu);
     while (ctx->pending > 0) pthread_cond_wait(&ctx->done, &ctx->mu);
     pthread_mutex_unlock(&ctx->mu);
+}
+
+typedef struct range_adapter { xconv_range_fn fn; void *arg; } range_adapter;
+
+static void run_range(void *p, int64_t begin, int64_t end, int slot)
+{
+    (void)slot;
+    const range_adapter *ra = p;
+    ra->fn(ra->arg, begin, end);
+}
+
+void xconv__parallel_for(xconv_context *ctx, int64_t count, xconv_range_fn fn, void *arg)
+{
+    range_adapter ra = {fn, arg};
+    xconv__parallel_for_slot(ctx, count, run_range, &ra);
 }
 
 static void stop_workers(xconv_context *ctx, int started)

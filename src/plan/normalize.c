@@ -55,6 +55,7 @@ void xconv__normalize(const xconv_params *p, const xconv_tensor *x, const xconv_
     c->has_bias = bias != NULL;
     c->bias_dtype = bias ? bias->dtype : XCONV_DTYPE_INVALID;
     c->ct = xconv__compute_type(x->dtype, y->dtype);
+    c->threads = 1;
 
     c->n = x->shape[0];
     c->cin = x->shape[cl ? d + 1 : 1];
