@@ -220,6 +220,7 @@ static int run_stage(xconv_context *ctx, const demo_config *c, int ci, int si, d
     xconv_plan *plan = NULL, *ref = NULL;
     xconv_plan_options ref_opts = {.engine = "cpu.ref"};
     const xconv_tensor *bp = s->bias ? &bias : NULL;
+    const void *bias_data = s->bias ? b->bias : NULL;
     if (xconv_plan_create(ctx, &p, &x, &w, bp, &y, NULL, &plan, &err) ||
         xconv_plan_create(ctx, &p, &x, &w, bp, &y, &ref_opts, &ref, &err)) {
         xconv_plan_destroy(plan);
@@ -231,23 +232,28 @@ static int run_stage(xconv_context *ctx, const demo_config *c, int ci, int si, d
         b->ws = malloc(ws);
         b->ws_bytes = b->ws ? ws : 0;
     }
-    /* The first run warms caches and pages; the second is timed. */
+    /* Fast runs are repeated (best of up to 3) so that page faults of the first do not
+     * count; slow ones are timed once to keep the demo short. */
     double best = INFINITY;
     xconv_status st = XCONV_STATUS_OK;
-    for (int rep = 0; rep < 2 && st == XCONV_STATUS_OK; rep++) {
+    for (int rep = 0; rep < 3 && st == XCONV_STATUS_OK && best > 0.02; rep++) {
         double t0 = xconv_cli_now();
-        st = xconv_plan_execute(plan, b->x, b->w, b->bias, b->y, b->ws, b->ws_bytes, &err);
+        st = xconv_plan_execute(plan, b->x, b->w, bias_data, b->y, b->ws, b->ws_bytes, &err);
         best = fmin(best, xconv_cli_now() - t0);
     }
-    if (st == XCONV_STATUS_OK)
-        st = xconv_plan_execute(ref, b->x, b->w, b->bias, b->y_ref, NULL, 0, &err);
+    /* When the planner chose the reference itself, its result is the reference result. */
+    bool is_ref = strcmp(xconv_plan_engine(plan), "cpu.ref") == 0;
+    int64_t y_count = prod(ys, rank);
+    if (st == XCONV_STATUS_OK && is_ref)
+        memcpy(b->y_ref, b->y, (size_t)y_count * xconv_dtype_size(c->out));
+    else if (st == XCONV_STATUS_OK)
+        st = xconv_plan_execute(ref, b->x, b->w, bias_data, b->y_ref, NULL, 0, &err);
     if (st != XCONV_STATUS_OK) {
         xconv_plan_destroy(plan);
         xconv_plan_destroy(ref);
         return xconv_cli_fail_lib(&err);
     }
 
-    int64_t y_count = prod(ys, rank);
     double metric;
     *ok = agree(c->out, b->y, b->y_ref, y_count, c->tol, &metric);
     /* FLOPs of DESIGN.md §6: 2*N*prod(w)*prod(spatial), where prod(w) is Cout*Cin/g*prod(K)
@@ -258,12 +264,14 @@ static int run_stage(xconv_context *ctx, const demo_config *c, int ci, int si, d
     char xs[64], yss[64], verdict[64];
     print_shape(xs, sizeof xs, s->x, rank);
     print_shape(yss, sizeof yss, ys, rank);
-    if (is_int(c->out))
+    if (is_ref)
+        snprintf(verdict, sizeof verdict, "(the reference itself)");
+    else if (is_int(c->out))
         snprintf(verdict, sizeof verdict, *ok ? "exact" : "MISMATCH in %.0f values", metric);
     else
         snprintf(verdict, sizeof verdict, "rel err %.1e %s", metric, *ok ? "ok" : "FAILED");
-    printf("  %-15s %-58s %-16s -> %-16s %-13s %8.3f ms %7.2f GFLOP/s  %s\n", s->name,
-           xconv_plan_describe(plan), xs, yss, xconv_plan_engine(plan), best * 1e3,
+    printf("  %-15s %s\n  %-15s %s -> %s  %s  %.3f ms  %.2f GFLOP/s  %s\n", s->name,
+           xconv_plan_describe(plan), "", xs, yss, xconv_plan_engine(plan), best * 1e3,
            flops / best * 1e-9, verdict);
 
     /* The next stage's input: this output rescaled into the input dtype. */
