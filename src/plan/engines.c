@@ -11,6 +11,7 @@
 #ifdef XCONV_HAVE_CUDA
 #include "cuda/engines.def"
 #endif
+XCONV_ENGINE(xconv__engine_cpu_depthwise)
 XCONV_ENGINE(xconv__engine_cpu_ref)
 #undef XCONV_ENGINE
 
@@ -20,6 +21,7 @@ const xconv_engine *const xconv__engines[] = {
 #include "cuda/engines.def"
 #endif
 #undef XCONV_ENGINE
+    &xconv__engine_cpu_depthwise,
     &xconv__engine_cpu_ref,
 };
 const int xconv__engine_count = (int)(sizeof xconv__engines / sizeof xconv__engines[0]);

@@ -53,8 +53,15 @@ static void XCONV_NAME(ref_planes)(const xconv_canon *p, const XCONV_CT *xp, con
                     if (r0 % p->stride[0] || r1 % p->stride[1] || r2 % p->stride[2]) continue;
                     q0 = r0 / p->stride[0], q1 = r1 / p->stride[1], q2 = r2 / p->stride[2];
                 }
-                if (q0 < 0 || q0 >= X0 || q1 < 0 || q1 >= X1 || q2 < 0 || q2 >= X2) continue;
-                XCONV_CT a = xg[i * x_plane + (q0 * X1 + q1) * X2 + q2];
+                XCONV_CT a;
+                if (q0 < 0 || q0 >= X0 || q1 < 0 || q1 >= X1 || q2 < 0 || q2 >= X2) {
+                    if (tr) continue;
+                    /* conv reads padding as 0, and 0 * w joins the sum as IEEE has it
+                     * (Inf * 0 is NaN, as in PyTorch); conv_transpose has no such terms */
+                    memset(&a, 0, sizeof a);
+                } else {
+                    a = xg[i * x_plane + (q0 * X1 + q1) * X2 + q2];
+                }
                 XCONV_CT b = wo[i * k_vol + (k0 * K1 + k1) * K2 + k2];
                 XCONV_MAC(acc, a, b);
             }
