@@ -1,0 +1,253 @@
+/*
+ * common.cuh — what the CUDA engines share: the C internals seen from C++, host helpers for
+ * devices and launch errors, and device versions of the dtype rules of src/core/dtypes.c and
+ * convert.c (load any storage dtype into a compute type, store back rounding once).
+ *
+ * The device conversions are ports of the CPU ones, not the CUDA intrinsics, so that the
+ * rounding, e4m3 saturation and NaN handling are the library's everywhere (DESIGN.md §2).
+ */
+#ifndef XCONV_CUDA_COMMON_CUH
+#define XCONV_CUDA_COMMON_CUH
+
+extern "C" {
+#include "core/internal.h"
+}
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+/* ---------------------------------------------------------------------------------------- */
+/* Host helpers (device.cu)                                                                 */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Makes the problem's device current for a run and remembers the caller's; fails with
+ * DEVICE_ERROR (CUDA's message) or INVALID_ARGUMENT when the context's device differs. */
+struct xconv_cuda_scope {
+    int          prev;
+    cudaStream_t stream;
+};
+xconv_status xconv__cuda_enter(const xconv_exec *e, xconv_cuda_scope *s, xconv_error *err);
+void         xconv__cuda_leave(const xconv_cuda_scope *s);
+
+/* DEVICE_ERROR with CUDA's message for the last launch of `engine`, or OK. */
+xconv_status xconv__cuda_launch_status(const char *engine, xconv_error *err);
+
+/* The compute capability (major*10 + minor) of a device, 0 when it cannot be read. */
+int xconv__cuda_device_cc(int device);
+
+/* The number of multiprocessors of a device, at least 1. */
+int xconv__cuda_device_sms(int device);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Device dtype conversions                                                                 */
+/* ---------------------------------------------------------------------------------------- */
+
+namespace xconv_cuda {
+
+/* The small binary float formats, as in dtypes.c: explicit mantissa bits, bias, width,
+ * whether the top exponent is inf/NaN (IEEE) or finite (e4m3 "FN"), codes of the largest
+ * finite value and of the canonical NaN. */
+struct minifloat {
+    int      mbits, bias, total_bits;
+    bool     has_inf;
+    uint32_t max_finite, nan_code;
+};
+constexpr minifloat MF_F16 = {10, 15, 16, true, 0x7bff, 0x7e00};
+constexpr minifloat MF_E5M2 = {2, 15, 8, true, 0x7b, 0x7e};
+constexpr minifloat MF_E4M3 = {3, 7, 8, false, 0x7e, 0x7f};
+
+/* Rounds f to the nearest representable value, ties to even (dtypes.c's mini_encode). */
+__device__ __forceinline__ uint32_t mini_encode(const minifloat mf, float f)
+{
+    const uint32_t bits = __float_as_uint(f);
+    const uint32_t sign = (bits >> 31) << (mf.total_bits - 1);
+    const uint32_t abs_bits = bits & 0x7fffffffu;
+    const uint32_t overflow = mf.has_inf ? mf.max_finite + 1 : mf.max_finite;
+    if (abs_bits > 0x7f800000u) return sign | mf.nan_code;
+    if (abs_bits == 0x7f800000u) return sign | overflow;
+    const int exp_field = (int)(abs_bits >> 23);
+    if (exp_field == 0) return sign;
+    const int e = exp_field - 127;
+    const int emin = 1 - mf.bias;
+    const int emax = (int)(mf.max_finite >> mf.mbits) - mf.bias;
+    if (e > emax + 1) return sign | overflow;
+    const uint32_t m = (abs_bits & 0x7fffffu) | 0x800000u;
+    const int q = (e < emin ? emin : e) - mf.mbits;
+    const int shift = 23 + q - e;
+    uint32_t r;
+    if (shift >= 26) {
+        r = 0;
+    } else {
+        const uint32_t rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        r = m >> shift;
+        if (rem > half || (rem == half && (r & 1u))) r++;
+    }
+    uint32_t code = e < emin ? r : ((uint32_t)(e + mf.bias) << mf.mbits) + r - (1u << mf.mbits);
+    if (code > mf.max_finite) code = overflow;
+    return sign | code;
+}
+
+__device__ __forceinline__ float mini_decode(const minifloat mf, uint32_t v)
+{
+    const uint32_t mag = v & ((1u << (mf.total_bits - 1)) - 1);
+    const float sign = (v >> (mf.total_bits - 1)) ? -1.0f : 1.0f;
+    const uint32_t mant = mag & ((1u << mf.mbits) - 1);
+    const int exp_field = (int)(mag >> mf.mbits);
+    if (mag > mf.max_finite) return mf.has_inf && mant == 0 ? sign * __int_as_float(0x7f800000) : __int_as_float(0x7fc00000);
+    if (exp_field == 0) return sign * ldexpf((float)mant, 1 - mf.bias - mf.mbits);
+    return sign * ldexpf((float)(mant | (1u << mf.mbits)), exp_field - mf.bias - mf.mbits);
+}
+
+__device__ __forceinline__ float bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+
+__device__ __forceinline__ uint16_t f32_to_bf16(float f)
+{
+    uint32_t bits = __float_as_uint(f);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((bits >> 16) | 0x40u);
+    bits += 0x7fffu + ((bits >> 16) & 1u);
+    return (uint16_t)(bits >> 16);
+}
+
+/* f16 -> f32 through the hardware conversion: exact, like every widening. */
+__device__ __forceinline__ float f16_to_f32(uint16_t h)
+{
+    float f;
+    asm("{ .reg .b16 t; mov.b16 t, %1; cvt.f32.f16 %0, t; }" : "=f"(f) : "h"(h));
+    return f;
+}
+
+/* One element as its value modulo 2^64: sign- or zero-extended per dtype. */
+__device__ __forceinline__ uint64_t load_int(xconv_dtype d, const void *base, int64_t i)
+{
+    switch (d) {
+    case XCONV_DTYPE_U8: return ((const uint8_t *)base)[i];
+    case XCONV_DTYPE_I8: return (uint64_t)(int64_t)((const int8_t *)base)[i];
+    case XCONV_DTYPE_U16: return ((const uint16_t *)base)[i];
+    case XCONV_DTYPE_I16: return (uint64_t)(int64_t)((const int16_t *)base)[i];
+    case XCONV_DTYPE_U32: return ((const uint32_t *)base)[i];
+    case XCONV_DTYPE_I32: return (uint64_t)(int64_t)((const int32_t *)base)[i];
+    case XCONV_DTYPE_U64:
+    case XCONV_DTYPE_I64: return ((const uint64_t *)base)[i];
+    default: return 0;
+    }
+}
+
+/* Writes the low bits of v in d's width (truncation = wrapping). */
+__device__ __forceinline__ void store_int(xconv_dtype d, void *base, int64_t i, uint64_t v)
+{
+    switch (d) {
+    case XCONV_DTYPE_U8: case XCONV_DTYPE_I8: ((uint8_t *)base)[i] = (uint8_t)v; break;
+    case XCONV_DTYPE_U16: case XCONV_DTYPE_I16: ((uint16_t *)base)[i] = (uint16_t)v; break;
+    case XCONV_DTYPE_U32: case XCONV_DTYPE_I32: ((uint32_t *)base)[i] = (uint32_t)v; break;
+    case XCONV_DTYPE_U64: case XCONV_DTYPE_I64: ((uint64_t *)base)[i] = v; break;
+    default: break;
+    }
+}
+
+/* A real element in f32: exact for every real dtype but f64 (never loaded into f32). */
+__device__ __forceinline__ float load_f32(xconv_dtype d, const void *base, int64_t i)
+{
+    switch (d) {
+    case XCONV_DTYPE_F8E4M3: return mini_decode(MF_E4M3, ((const uint8_t *)base)[i]);
+    case XCONV_DTYPE_F8E5M2: return mini_decode(MF_E5M2, ((const uint8_t *)base)[i]);
+    case XCONV_DTYPE_F16: return f16_to_f32(((const uint16_t *)base)[i]);
+    case XCONV_DTYPE_BF16: return bf16_to_f32(((const uint16_t *)base)[i]);
+    case XCONV_DTYPE_F32: return ((const float *)base)[i];
+    case XCONV_DTYPE_F64: return (float)((const double *)base)[i];
+    default: return 0.0f;
+    }
+}
+
+__device__ __forceinline__ double load_f64(xconv_dtype d, const void *base, int64_t i)
+{
+    return d == XCONV_DTYPE_F64 ? ((const double *)base)[i] : (double)load_f32(d, base, i);
+}
+
+/* Stores a value computed in f32, rounding once to nearest even (e4m3 saturating). */
+__device__ __forceinline__ void store_f32(xconv_dtype d, void *base, int64_t i, float v)
+{
+    switch (d) {
+    case XCONV_DTYPE_F8E4M3: ((uint8_t *)base)[i] = (uint8_t)mini_encode(MF_E4M3, v); break;
+    case XCONV_DTYPE_F8E5M2: ((uint8_t *)base)[i] = (uint8_t)mini_encode(MF_E5M2, v); break;
+    case XCONV_DTYPE_F16: ((uint16_t *)base)[i] = (uint16_t)mini_encode(MF_F16, v); break;
+    case XCONV_DTYPE_BF16: ((uint16_t *)base)[i] = f32_to_bf16(v); break;
+    case XCONV_DTYPE_F32: ((float *)base)[i] = v; break;
+    case XCONV_DTYPE_F64: ((double *)base)[i] = v; break;
+    default: break;
+    }
+}
+
+__device__ __forceinline__ void store_f64(xconv_dtype d, void *base, int64_t i, double v)
+{
+    if (d == XCONV_DTYPE_F64) ((double *)base)[i] = v;
+    else store_f32(d, base, i, (float)v);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Compute types: one arithmetic per xconv_ctype, storage conversions at the edges           */
+/* ---------------------------------------------------------------------------------------- */
+
+template <class T> struct ops;
+
+template <> struct ops<uint32_t> {
+    static __device__ __forceinline__ uint32_t zero() { return 0u; }
+    static __device__ __forceinline__ uint32_t load(xconv_dtype d, const void *b, int64_t i) { return (uint32_t)load_int(d, b, i); }
+    static __device__ __forceinline__ void store(xconv_dtype d, void *b, int64_t i, uint32_t v) { store_int(d, b, i, v); }
+    static __device__ __forceinline__ void mac(uint32_t &acc, uint32_t a, uint32_t w) { acc += a * w; }
+};
+
+template <> struct ops<uint64_t> {
+    static __device__ __forceinline__ uint64_t zero() { return 0u; }
+    static __device__ __forceinline__ uint64_t load(xconv_dtype d, const void *b, int64_t i) { return load_int(d, b, i); }
+    static __device__ __forceinline__ void store(xconv_dtype d, void *b, int64_t i, uint64_t v) { store_int(d, b, i, v); }
+    static __device__ __forceinline__ void mac(uint64_t &acc, uint64_t a, uint64_t w) { acc += a * w; }
+};
+
+template <> struct ops<float> {
+    static __device__ __forceinline__ float zero() { return 0.0f; }
+    static __device__ __forceinline__ float load(xconv_dtype d, const void *b, int64_t i) { return load_f32(d, b, i); }
+    static __device__ __forceinline__ void store(xconv_dtype d, void *b, int64_t i, float v) { store_f32(d, b, i, v); }
+    static __device__ __forceinline__ void mac(float &acc, float a, float w) { acc += a * w; }
+};
+
+template <> struct ops<double> {
+    static __device__ __forceinline__ double zero() { return 0.0; }
+    static __device__ __forceinline__ double load(xconv_dtype d, const void *b, int64_t i) { return load_f64(d, b, i); }
+    static __device__ __forceinline__ void store(xconv_dtype d, void *b, int64_t i, double v) { store_f64(d, b, i, v); }
+    static __device__ __forceinline__ void mac(double &acc, double a, double w) { acc += a * w; }
+};
+
+/* Complex: (re, im) pairs of float or double, the plain product formula of DESIGN.md §2. */
+template <class R, class C> struct complex_ops {
+    static __device__ __forceinline__ C zero() { return C{0, 0}; }
+    static __device__ __forceinline__ C load(xconv_dtype d, const void *b, int64_t i)
+    {
+        if (d == XCONV_DTYPE_C64) {
+            const float *p = (const float *)b + 2 * i;
+            return C{(R)p[0], (R)p[1]};
+        }
+        const double *p = (const double *)b + 2 * i;
+        return C{(R)p[0], (R)p[1]};
+    }
+    static __device__ __forceinline__ void store(xconv_dtype d, void *b, int64_t i, C v)
+    {
+        if (d == XCONV_DTYPE_C64) {
+            float *p = (float *)b + 2 * i;
+            p[0] = (float)v.re, p[1] = (float)v.im;
+        } else {
+            double *p = (double *)b + 2 * i;
+            p[0] = (double)v.re, p[1] = (double)v.im;
+        }
+    }
+    static __device__ __forceinline__ void mac(C &acc, C a, C w)
+    {
+        acc.re += a.re * w.re - a.im * w.im;
+        acc.im += a.re * w.im + a.im * w.re;
+    }
+};
+template <> struct ops<xconv_c64> : complex_ops<float, xconv_c64> {};
+template <> struct ops<xconv_c128> : complex_ops<double, xconv_c128> {};
+
+} /* namespace xconv_cuda */
+
+#endif /* XCONV_CUDA_COMMON_CUH */

@@ -1,0 +1,151 @@
+/*
+ * generic.cu — "cuda.generic": the direct convolution on the GPU for every valid CUDA
+ * problem (both ops, every rank, layout, strided view, dtype, groups, bias). It is the
+ * fallback of the CUDA engines as cpu.ref is of the CPU ones, so it favours coverage and
+ * plainness; the tensor-core engines take the shapes that matter for speed.
+ *
+ * One thread per output element, grid-stride. Each element is one sum in a fixed order
+ * (kernel taps outer, input channels inner): deterministic, no atomics. Storage dtypes are
+ * converted to the compute type as they are read and rounded once when y is stored, with
+ * the rules of src/core (common.cuh), so the kernel exists per compute type only.
+ * Index math is the gather form of ref.tmpl.h for conv_transpose: tap k of output j reads
+ * x at (j + lo - k*t) / s where that is a non-negative multiple of s inside x.
+ */
+#include "cuda/common.cuh"
+
+using namespace xconv_cuda;
+
+namespace {
+
+template <class T, bool TRANSPOSE>
+__global__ void __launch_bounds__(256)
+generic_kernel(const xconv_canon p, const char *__restrict__ x, const char *__restrict__ w,
+               const char *__restrict__ bias, char *__restrict__ y, int64_t total,
+               bool channel_fastest)
+{
+    const int64_t Y0 = p.y_size[0], Y1 = p.y_size[1], Y2 = p.y_size[2];
+    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
+         idx += (int64_t)gridDim.x * blockDim.x) {
+        /* Neighbouring threads take neighbouring y addresses in either layout. */
+        int64_t r = idx, co, j0, j1, j2, n;
+        if (channel_fastest) {
+            co = r % p.cout, r /= p.cout;
+            j2 = r % Y2, r /= Y2;
+            j1 = r % Y1, r /= Y1;
+            j0 = r % Y0, n = r / Y0;
+        } else {
+            j2 = r % Y2, r /= Y2;
+            j1 = r % Y1, r /= Y1;
+            j0 = r % Y0, r /= Y0;
+            co = r % p.cout, n = r / p.cout;
+        }
+        const int64_t g = co / p.cout_g, o = co % p.cout_g;
+        T acc = bias ? ops<T>::load(p.bias_dtype, bias, p.b_off + co * p.b_s) : ops<T>::zero();
+        const int64_t xg = p.x_off + n * p.x_sn + g * p.cin_g * p.x_sc;
+        const int64_t wo = p.w_off + g * p.w_sg + o * p.w_so;
+        const int64_t j[3] = {j0, j1, j2};
+        for (int64_t k0 = 0; k0 < p.k_size[0]; k0++) {
+            int64_t q0;
+            if (!TRANSPOSE) {
+                q0 = j[0] * p.stride[0] + k0 * p.dil[0] - p.pad_lo[0];
+            } else {
+                const int64_t r0 = j[0] + p.pad_lo[0] - k0 * p.dil[0];
+                if (r0 < 0 || r0 % p.stride[0]) continue;
+                q0 = r0 / p.stride[0];
+            }
+            if (q0 < 0 || q0 >= p.x_size[0]) continue;
+            for (int64_t k1 = 0; k1 < p.k_size[1]; k1++) {
+                int64_t q1;
+                if (!TRANSPOSE) {
+                    q1 = j[1] * p.stride[1] + k1 * p.dil[1] - p.pad_lo[1];
+                } else {
+                    const int64_t r1 = j[1] + p.pad_lo[1] - k1 * p.dil[1];
+                    if (r1 < 0 || r1 % p.stride[1]) continue;
+                    q1 = r1 / p.stride[1];
+                }
+                if (q1 < 0 || q1 >= p.x_size[1]) continue;
+                for (int64_t k2 = 0; k2 < p.k_size[2]; k2++) {
+                    int64_t q2;
+                    if (!TRANSPOSE) {
+                        q2 = j[2] * p.stride[2] + k2 * p.dil[2] - p.pad_lo[2];
+                    } else {
+                        const int64_t r2 = j[2] + p.pad_lo[2] - k2 * p.dil[2];
+                        if (r2 < 0 || r2 % p.stride[2]) continue;
+                        q2 = r2 / p.stride[2];
+                    }
+                    if (q2 < 0 || q2 >= p.x_size[2]) continue;
+                    int64_t xa = xg + q0 * p.x_ss[0] + q1 * p.x_ss[1] + q2 * p.x_ss[2];
+                    int64_t wa = wo + k0 * p.w_sk[0] + k1 * p.w_sk[1] + k2 * p.w_sk[2];
+                    for (int64_t i = 0; i < p.cin_g; i++, xa += p.x_sc, wa += p.w_si)
+                        ops<T>::mac(acc, ops<T>::load(p.x_dtype, x, xa), ops<T>::load(p.x_dtype, w, wa));
+                }
+            }
+        }
+        ops<T>::store(p.y_dtype, y, p.y_off + n * p.y_sn + co * p.y_sc + j0 * p.y_ss[0] +
+                                        j1 * p.y_ss[1] + j2 * p.y_ss[2], acc);
+    }
+}
+
+template <class T>
+void launch(const xconv_canon *p, const xconv_exec *e, int64_t total, cudaStream_t stream)
+{
+    const int threads = 256;
+    /* A few waves of blocks; the grid-stride loop covers the rest. */
+    const int64_t want = (total + threads - 1) / threads;
+    const int64_t cap = (int64_t)xconv__cuda_device_sms(p->device_index) * 32;
+    const unsigned blocks = (unsigned)(want < cap ? want : cap);
+    const int64_t ysc = p->y_sc < 0 ? -p->y_sc : p->y_sc;
+    const int64_t yss = p->y_ss[2] < 0 ? -p->y_ss[2] : p->y_ss[2];
+    const bool channel_fastest = p->y_size[2] == 1 ? ysc <= (p->y_ss[1] < 0 ? -p->y_ss[1] : p->y_ss[1])
+                                                   : ysc < yss;
+    if (p->op == XCONV_OP_CONV)
+        generic_kernel<T, false><<<blocks, threads, 0, stream>>>(
+            *p, (const char *)e->x, (const char *)e->w, (const char *)e->bias, (char *)e->y, total,
+            channel_fastest);
+    else
+        generic_kernel<T, true><<<blocks, threads, 0, stream>>>(
+            *p, (const char *)e->x, (const char *)e->w, (const char *)e->bias, (char *)e->y, total,
+            channel_fastest);
+}
+
+bool generic_supports(const xconv_canon *p, const char **why_not)
+{
+    if (p->device != XCONV_DEVICE_CUDA) {
+        *why_not = "cuda.generic runs on cuda tensors only";
+        return false;
+    }
+    return true;
+}
+
+size_t generic_workspace_bytes(const xconv_canon *) { return 0; }
+
+/* Far above the tensor-core engines, below nothing: the CUDA fallback. */
+double generic_cost(const xconv_canon *p) { return 4.0 * p->flops + 1e5; }
+
+xconv_status generic_run(const xconv_exec *e, xconv_error *err)
+{
+    const xconv_canon *p = e->p;
+    const int64_t total = p->n * p->cout * xconv__prod3(p->y_size);
+    if (total == 0) return XCONV_STATUS_OK;
+    xconv_cuda_scope s;
+    XCONV_TRY(xconv__cuda_enter(e, &s, err));
+    switch (p->ct) {
+    case XCONV_CT_U32: launch<uint32_t>(p, e, total, s.stream); break;
+    case XCONV_CT_U64: launch<uint64_t>(p, e, total, s.stream); break;
+    case XCONV_CT_F32: launch<float>(p, e, total, s.stream); break;
+    case XCONV_CT_F64: launch<double>(p, e, total, s.stream); break;
+    case XCONV_CT_C64: launch<xconv_c64>(p, e, total, s.stream); break;
+    case XCONV_CT_C128: launch<xconv_c128>(p, e, total, s.stream); break;
+    default: break;
+    }
+    xconv_status st = xconv__cuda_launch_status("cuda.generic", err);
+    xconv__cuda_leave(&s);
+    return st;
+}
+
+} /* namespace */
+
+extern "C" const xconv_engine xconv__engine_cuda_generic = {
+    "cuda.generic", XCONV_DEVICE_CUDA, generic_supports, generic_workspace_bytes, generic_cost,
+    generic_run,
+};
