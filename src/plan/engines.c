@@ -12,6 +12,7 @@
 #include "cuda/engines.def"
 #endif
 XCONV_ENGINE(xconv__engine_cpu_depthwise)
+XCONV_ENGINE(xconv__engine_cpu_im2col)
 XCONV_ENGINE(xconv__engine_cpu_ref)
 #undef XCONV_ENGINE
 
@@ -22,6 +23,7 @@ const xconv_engine *const xconv__engines[] = {
 #endif
 #undef XCONV_ENGINE
     &xconv__engine_cpu_depthwise,
+    &xconv__engine_cpu_im2col,
     &xconv__engine_cpu_ref,
 };
 const int xconv__engine_count = (int)(sizeof xconv__engines / sizeof xconv__engines[0]);
