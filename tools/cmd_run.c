@@ -203,9 +203,19 @@ static int run(run_state *s, xconv_opt *opts, int nopts)
     if ((rc = convert_input(s, IN_X, dtype)) || (rc = convert_input(s, IN_W, dtype))) return rc;
     if (s->path[IN_BIAS] && (rc = convert_input(s, IN_BIAS, out_dtype))) return rc;
 
-    size_t y_count = 1;
-    for (int i = 0; i < x->ndim; i++) y_count *= (size_t)y_shape[i];
-    size_t y_bytes = y_count * xconv_dtype_size(out_dtype);
+    /* A huge stride can make y far larger than the inputs; refuse it before malloc. */
+    size_t y_bytes = xconv_dtype_size(out_dtype);
+    for (int i = 0; i < x->ndim; i++) {
+        if (y_shape[i] != 0 && y_bytes > SIZE_MAX / (size_t)y_shape[i]) {
+            char shape[160] = "";
+            for (int k = 0, n = 0; k < x->ndim && n >= 0 && (size_t)n < sizeof shape; k++)
+                n += snprintf(shape + n, sizeof shape - (size_t)n, "%s%" PRId64, k ? ", " : "",
+                              y_shape[k]);
+            return xconv_cli_fail(XCONV_EXIT_FAILURE, "run",
+                                  "y of shape [%s] does not fit in memory", shape);
+        }
+        y_bytes *= (size_t)y_shape[i];
+    }
     s->y = malloc(y_bytes ? y_bytes : 1);
     if (!s->y)
         return xconv_cli_fail(XCONV_EXIT_FAILURE, "run", "out of memory allocating y (%zu bytes)",

@@ -599,7 +599,12 @@ def test_errors():
     expect_error("rank mismatch", conv + ["--x", x8, "--w", save("w1d.npy", np.ones((6, 8, 3)))],
                  2, "run")
     expect_error("rank 2 x", conv + ["--x", save("x2.npy", np.ones((2, 3))), "--w", w8], 2, "run")
-    # Not validation errors: exit 1.
+    # Not validation errors: exit 1. A forced engine that cannot run a dense conv (when the
+    # build has a depthwise engine) is UNSUPPORTED.
+    caps = xconv("caps").stdout.splitlines()
+    if caps and "cpu.depthwise" in caps[0].split():
+        expect_error("forced engine unsupported",
+                     conv + ["--x", x8, "--w", w8, "--engine", "cpu.depthwise"], 1, "xconv_")
     missing = os.path.join(TMP, "does_not_exist.npy")
     expect_error("missing file", conv + ["--x", missing, "--w", w8], 1, "read " + missing)
     out_dir_missing = os.path.join(TMP, "no_such_dir", "y.npy")
