@@ -105,17 +105,35 @@ int xconv_cmd_caps(int argc, char **argv)
     printf("\nproblems: 2-D n%d c%d->c%d x%dx%d channels_first, y dtype = x dtype; variants "
            "3x3 (p1), 1x1, depthwise 3x3 (g%d)\n\n",
            CAPS_N, CAPS_C, CAPS_C, CAPS_X, CAPS_X, CAPS_C);
+    /* A CUDA build on a machine without a usable GPU: say why once, not in every row. */
+    bool cuda = backend_built("cuda.");
+    const char *cuda_note = cuda ? NULL : "not built";
+    if (cuda) {
+        xconv_params p = xconv_params_init(XCONV_OP_CONV, 2, XCONV_LAYOUT_CHANNELS_FIRST);
+        int64_t s4[4] = {1, 1, 1, 1};
+        xconv_tensor x = xconv_tensor_contiguous(XCONV_DTYPE_F32, 4, s4, bx);
+        xconv_tensor w = xconv_tensor_contiguous(XCONV_DTYPE_F32, 4, s4, bw);
+        xconv_tensor y = xconv_tensor_contiguous(XCONV_DTYPE_F32, 4, s4, by);
+        x.device = w.device = y.device = XCONV_DEVICE_CUDA;
+        xconv_plan *plan = NULL;
+        xconv_error err;
+        if (xconv_plan_create(NULL, &p, &x, &w, NULL, &y, NULL, &plan, &err) != XCONV_STATUS_OK &&
+            err.status != XCONV_STATUS_INVALID_ARGUMENT) {
+            printf("cuda: built, but unavailable here: %s\n", err.description);
+            cuda_note = "unavailable";
+        }
+        xconv_plan_destroy(plan);
+    }
     printf("%-15s %-7s %-8s %-10s %-18s %s\n", "op", "dtype", "backend", "variant", "planner",
            "supported by");
-    bool cuda = backend_built("cuda.");
     for (int op = XCONV_OP_CONV; op <= XCONV_OP_CONV_TRANSPOSE; op++) {
         for (int d = 1; d < XCONV_DTYPE_COUNT; d++) {
             for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++)
                 caps_row((xconv_op)op, (xconv_dtype)d, XCONV_DEVICE_CPU, "cpu.", &variants[v],
                          bx, bw, by);
-            if (!cuda) {
+            if (cuda_note) {
                 printf("%-15s %-7s %-8s %-10s %s\n", op == XCONV_OP_CONV ? "conv" : "conv_transpose",
-                       xconv_dtype_name((xconv_dtype)d), "cuda", "-", "not built");
+                       xconv_dtype_name((xconv_dtype)d), "cuda", "-", cuda_note);
                 continue;
             }
             for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++)
