@@ -15,6 +15,7 @@
  */
 #include "args.h"
 #include "convert.h"
+#include "core/internal.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -82,16 +83,9 @@ static uint64_t rng_next(uint64_t *s)
 
 static double rng_uniform(uint64_t *s) { return (double)(rng_next(s) >> 11) * 0x1p-53 * 2 - 1; }
 
-static bool is_int(xconv_dtype dt)
-{
-    return dt >= XCONV_DTYPE_U8 && dt <= XCONV_DTYPE_I64;
-}
+static bool is_int(xconv_dtype dt) { return xconv__dtype_family(dt) == XCONV_FAMILY_INT; }
 
-static bool is_unsigned(xconv_dtype dt)
-{
-    return dt == XCONV_DTYPE_U8 || dt == XCONV_DTYPE_U16 || dt == XCONV_DTYPE_U32 ||
-           dt == XCONV_DTYPE_U64;
-}
+static bool is_unsigned(xconv_dtype dt) { return is_int(dt) && !xconv__dtype_signed(dt); }
 
 /* Stores value (re, im) as element i: integers are rounded, unsigned ones folded to >= 0. */
 static void put(xconv_dtype dt, void *buf, int64_t i, double re, double im)
@@ -103,7 +97,7 @@ static void put(xconv_dtype dt, void *buf, int64_t i, double re, double im)
     } else {
         v.kind = TOOL_COMPLEX;
         v.re = re;
-        v.im = dt == XCONV_DTYPE_C64 || dt == XCONV_DTYPE_C128 ? im : 0;
+        v.im = xconv__dtype_family(dt) == XCONV_FAMILY_COMPLEX ? im : 0;
     }
     char why[200];
     xconv_tool_set(dt, buf, i, &v, why, sizeof why); /* in range by construction */
