@@ -1,0 +1,656 @@
+/*
+ * test_gpu.c — the CUDA engines against the CPU reference engine "cpu.ref", plus the
+ * validation table on CUDA tensors.
+ *
+ *   1. random problems (both ops, ranks 1-3, both layouts, groups, padding, dilation, output
+ *      padding, bias, contiguous and strided views with gaps, negative and zero strides,
+ *      all 16 dtypes with every legal widening of y and bias), run by every CUDA engine that
+ *      supports them and by the planner's choice:
+ *        - "exact" inputs (integers: random bits; floats: small integers, so every partial
+ *          sum is exact in f32 and the result is independent of summation order): the whole
+ *          y buffer, gaps included, must equal cpu.ref's byte for byte;
+ *        - "real" inputs (floats uniform in [-1, 1]): within the accumulation bound of
+ *          DESIGN.md §2 plus one rounding of y.
+ *   2. tensor-core-shaped problems (channels-last, wide channel counts) the same way.
+ *   3. bad inputs: each mutation of a valid problem gives the same status, parameter and
+ *      description on CUDA tensors as on CPU tensors, and y's device buffer is untouched;
+ *      mixing devices and naming a missing device are errors.
+ *
+ * Runs on a machine without a GPU too: it then prints a skip line and "0 passed, 0 failed".
+ * XCONV_GPU_TEST_QUICK=1 runs a reduced set (for compute-sanitizer).
+ */
+#include "harness.h"
+#include "xconv.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef XCONV_HAVE_CUDA
+int main(void)
+{
+    printf("test_gpu: skipped: this build has no cuda backend\n");
+    return xt_finish("test_gpu");
+}
+#else
+
+#include <cuda_runtime_api.h>
+
+/* ---------------------------------------------------------------------------------------- */
+/* Random numbers and dtypes                                                                */
+/* ---------------------------------------------------------------------------------------- */
+
+static uint64_t rng_state = 0x243F6A8885A308D3ull;
+
+static uint64_t rnd(void)
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static int64_t rnd_in(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1)); }
+
+static double rnd_unit(void) { return (double)(rnd() >> 11) * 0x1.0p-53; }
+
+static bool is_int(xconv_dtype d) { return d >= XCONV_DTYPE_U8 && d <= XCONV_DTYPE_I64; }
+static bool is_complex(xconv_dtype d) { return d == XCONV_DTYPE_C64 || d == XCONV_DTYPE_C128; }
+
+/* Mantissa bits of a real float dtype (the relative size of one rounding of y). */
+static int mant_bits(xconv_dtype d)
+{
+    switch (d) {
+    case XCONV_DTYPE_F8E4M3: return 3;
+    case XCONV_DTYPE_F8E5M2: return 2;
+    case XCONV_DTYPE_F16: return 10;
+    case XCONV_DTYPE_BF16: return 7;
+    case XCONV_DTYPE_F32: case XCONV_DTYPE_C64: return 23;
+    default: return 52;
+    }
+}
+
+/* A dtype y (or bias) may take for inputs `in`: itself or a random legal widening. */
+static xconv_dtype pick_out_dtype(xconv_dtype in)
+{
+    xconv_dtype cands[XCONV_DTYPE_COUNT];
+    int n = 0;
+    for (int d = 1; d < XCONV_DTYPE_COUNT; d++)
+        if (xconv_dtype_can_widen(in, (xconv_dtype)d)) cands[n++] = (xconv_dtype)d;
+    /* Half the time the same dtype, the common case. */
+    return (rnd() & 1) ? in : cands[rnd() % (uint64_t)n];
+}
+
+/* Writes value v (a real, already representable or to be rounded) as dtype d at p. */
+static void put_real(xconv_dtype d, void *p, double re, double im)
+{
+    switch (d) {
+    case XCONV_DTYPE_F8E4M3: *(uint8_t *)p = xconv_f32_to_f8e4m3((float)re); break;
+    case XCONV_DTYPE_F8E5M2: *(uint8_t *)p = xconv_f32_to_f8e5m2((float)re); break;
+    case XCONV_DTYPE_F16: { uint16_t h = xconv_f32_to_f16((float)re); memcpy(p, &h, 2); break; }
+    case XCONV_DTYPE_BF16: { uint16_t h = xconv_f32_to_bf16((float)re); memcpy(p, &h, 2); break; }
+    case XCONV_DTYPE_F32: { float f = (float)re; memcpy(p, &f, 4); break; }
+    case XCONV_DTYPE_F64: memcpy(p, &re, 8); break;
+    case XCONV_DTYPE_C64: { float f[2] = {(float)re, (float)im}; memcpy(p, f, 8); break; }
+    case XCONV_DTYPE_C128: { double f[2] = {re, im}; memcpy(p, f, 16); break; }
+    default: break;
+    }
+}
+
+static void get_real(xconv_dtype d, const void *p, double *re, double *im)
+{
+    *im = 0;
+    switch (d) {
+    case XCONV_DTYPE_F8E4M3: *re = xconv_f8e4m3_to_f32(*(const uint8_t *)p); break;
+    case XCONV_DTYPE_F8E5M2: *re = xconv_f8e5m2_to_f32(*(const uint8_t *)p); break;
+    case XCONV_DTYPE_F16: { uint16_t h; memcpy(&h, p, 2); *re = xconv_f16_to_f32(h); break; }
+    case XCONV_DTYPE_BF16: { uint16_t h; memcpy(&h, p, 2); *re = xconv_bf16_to_f32(h); break; }
+    case XCONV_DTYPE_F32: { float f; memcpy(&f, p, 4); *re = f; break; }
+    case XCONV_DTYPE_F64: memcpy(re, p, 8); break;
+    case XCONV_DTYPE_C64: { float f[2]; memcpy(f, p, 8); *re = f[0], *im = f[1]; break; }
+    case XCONV_DTYPE_C128: { double f[2]; memcpy(f, p, 16); *re = f[0], *im = f[1]; break; }
+    default: *re = 0; break;
+    }
+}
+
+typedef enum fill_mode { FILL_EXACT, FILL_REAL } fill_mode;
+
+/* Fills every element of a buffer (gaps too). Integers: random bits. Floats: small integers
+ * in [-3, 3] (exact) or uniform in [-1, 1] (real). */
+static void fill_buffer(xconv_dtype d, void *buf, size_t bytes, fill_mode mode)
+{
+    const size_t es = xconv_dtype_size(d);
+    unsigned char *p = buf;
+    if (es == 0) { /* an invalid dtype (bad-input cases): any bytes do */
+        memset(buf, 0x11, bytes);
+        return;
+    }
+    for (size_t i = 0; i + es <= bytes; i += es) {
+        if (is_int(d)) {
+            uint64_t v = rnd();
+            memcpy(p + i, &v, es);
+        } else if (mode == FILL_EXACT) {
+            put_real(d, p + i, (double)rnd_in(-3, 3), (double)rnd_in(-3, 3));
+        } else {
+            put_real(d, p + i, 2 * rnd_unit() - 1, 2 * rnd_unit() - 1);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Problems                                                                                 */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef struct problem {
+    xconv_params params;
+    xconv_tensor x, w, b, y;    /* descriptors; data NULL until placed */
+    bool has_bias;
+    int64_t k_red;              /* reduction length per output: cin_g * prod(K) */
+} problem;
+
+static int64_t out_size(const xconv_params *q, int i, int64_t x, int64_t k)
+{
+    if (q->op == XCONV_OP_CONV) {
+        int64_t span = x + q->pad_lo[i] + q->pad_hi[i] - q->dilation[i] * (k - 1) - 1;
+        return span < 0 ? 0 : span / q->stride[i] + 1;
+    }
+    return (x - 1) * q->stride[i] - q->pad_lo[i] - q->pad_hi[i] + q->dilation[i] * (k - 1) +
+           q->output_padding[i] + 1;
+}
+
+/* Lays a tensor of t->shape out in memory: contiguous, or (strided) in a random dim order
+ * with gaps, an offset, maybe one negative stride and (inputs) maybe one zero stride. */
+static void layout_tensor(xconv_tensor *t, bool strided, bool is_output)
+{
+    const size_t es = xconv_dtype_size(t->dtype);
+    int64_t numel = 1;
+    for (int i = 0; i < t->rank; i++) numel *= t->shape[i];
+    if (!strided) {
+        t->strided = false;
+        t->buffer_bytes = (size_t)numel * es;
+        return;
+    }
+    int order[XCONV_MAX_RANK];
+    for (int i = 0; i < t->rank; i++) order[i] = i;
+    for (int i = t->rank - 1; i > 0; i--) {
+        int j = (int)(rnd() % (uint64_t)(i + 1)), s = order[i];
+        order[i] = order[j], order[j] = s;
+    }
+    int64_t step = rnd_in(1, 2);
+    for (int r = t->rank - 1; r >= 0; r--) {
+        int dim = order[r];
+        t->strides[dim] = step;
+        step *= t->shape[dim] + rnd_in(0, 1);
+    }
+    int64_t offset = rnd_in(0, 3);
+    int flip = (int)rnd_in(-1, t->rank - 1);
+    if (flip >= 0 && t->shape[flip] > 1) {
+        offset += (t->shape[flip] - 1) * t->strides[flip];
+        t->strides[flip] = -t->strides[flip];
+    }
+    if (!is_output && rnd_in(0, 4) == 0) {
+        int z = (int)rnd_in(0, t->rank - 1);
+        if (t->strides[z] < 0) offset -= (t->shape[z] - 1) * -t->strides[z];
+        t->strides[z] = 0;
+    }
+    int64_t hi = offset;
+    for (int i = 0; i < t->rank; i++)
+        if (t->strides[i] > 0) hi += (t->shape[i] - 1) * t->strides[i];
+    t->strided = true;
+    t->offset = offset;
+    t->buffer_bytes = (size_t)(hi + 1 + rnd_in(0, 2)) * es;
+}
+
+/* A random valid problem. `tc`: shaped for the tensor-core engines (channels-last, wide
+ * channels, conv) with a dtype from tc_dtypes. */
+static problem random_problem(bool tc)
+{
+    static const xconv_dtype tc_dtypes[] = {XCONV_DTYPE_BF16, XCONV_DTYPE_F16, XCONV_DTYPE_I8,
+                                            XCONV_DTYPE_U8, XCONV_DTYPE_F8E4M3, XCONV_DTYPE_F8E5M2};
+    problem pb;
+    memset(&pb, 0, sizeof pb);
+    const int d = (int)rnd_in(1, 3);
+    const xconv_op op = !tc && (rnd() & 1) ? XCONV_OP_CONV_TRANSPOSE : XCONV_OP_CONV;
+    const xconv_layout L = tc || (rnd() & 1) ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST;
+    xconv_params q = xconv_params_init(op, d, L);
+    int64_t n, g, cin_g, cout_g, xs[3], ks[3], ys[3];
+    for (;;) {
+        n = rnd_in(1, 2);
+        g = tc ? (rnd_in(0, 3) == 0 ? 2 : 1) : rnd_in(1, 3);
+        cin_g = tc ? 8 * rnd_in(1, 9) : rnd_in(1, 4);
+        cout_g = tc ? rnd_in(1, 80) : rnd_in(1, 4);
+        bool ok = true;
+        for (int i = 0; i < d; i++) {
+            ks[i] = rnd_in(1, 3);
+            q.stride[i] = rnd_in(1, tc ? 2 : 3);
+            q.dilation[i] = rnd_in(1, 2);
+            q.pad_lo[i] = rnd_in(0, 2);
+            q.pad_hi[i] = rnd_in(0, 2);
+            q.output_padding[i] = op == XCONV_OP_CONV_TRANSPOSE
+                                      ? rnd_in(0, (q.stride[i] > q.dilation[i] ? q.stride[i] : q.dilation[i]) - 1)
+                                      : 0;
+            xs[i] = rnd_in(1, tc ? (d == 3 ? 6 : d == 2 ? 12 : 40) : (d == 3 ? 4 : 7));
+            ys[i] = out_size(&q, i, xs[i], ks[i]);
+            ok = ok && ys[i] >= 1;
+        }
+        if (ok) break;
+    }
+    q.groups = g;
+    pb.params = q;
+    const xconv_dtype xd = tc ? tc_dtypes[rnd() % 6] : (xconv_dtype)rnd_in(1, XCONV_DTYPE_COUNT - 1);
+    const xconv_dtype yd = pick_out_dtype(xd);
+    const int64_t cin = g * cin_g, cout = g * cout_g;
+    pb.has_bias = rnd() & 1;
+    pb.k_red = cin_g;
+    for (int i = 0; i < d; i++) pb.k_red *= ks[i];
+
+    xconv_tensor *x = &pb.x, *w = &pb.w, *b = &pb.b, *y = &pb.y;
+    x->dtype = w->dtype = xd;
+    y->dtype = yd;
+    b->dtype = (rnd() & 1) ? xd : yd; /* bias is x's dtype or y's */
+    x->rank = w->rank = y->rank = d + 2;
+    b->rank = 1;
+    const bool cf = L == XCONV_LAYOUT_CHANNELS_FIRST;
+    x->shape[0] = y->shape[0] = n;
+    x->shape[cf ? 1 : d + 1] = cin;
+    y->shape[cf ? 1 : d + 1] = cout;
+    for (int i = 0; i < d; i++) {
+        x->shape[cf ? 2 + i : 1 + i] = xs[i];
+        y->shape[cf ? 2 + i : 1 + i] = ys[i];
+    }
+    if (cf) {
+        w->shape[0] = op == XCONV_OP_CONV ? cout : cin;
+        w->shape[1] = op == XCONV_OP_CONV ? cin_g : cout_g;
+        for (int i = 0; i < d; i++) w->shape[2 + i] = ks[i];
+    } else {
+        w->shape[0] = cout;
+        for (int i = 0; i < d; i++) w->shape[1 + i] = ks[i];
+        w->shape[d + 1] = cin_g;
+    }
+    b->shape[0] = cout;
+    const bool strided = !tc && (rnd() % 3 == 0);
+    layout_tensor(x, strided && (rnd() & 1), false);
+    layout_tensor(w, strided && (rnd() & 1), false);
+    layout_tensor(b, strided && (rnd() & 1), false);
+    layout_tensor(y, strided && (rnd() & 1), true);
+    return pb;
+}
+
+static void describe(const problem *pb, char *buf, size_t size)
+{
+    const xconv_params *q = &pb->params;
+    int len = snprintf(buf, size, "%s%dd %s x[", q->op == XCONV_OP_CONV ? "conv" : "conv_transpose",
+                       q->spatial_rank, q->layout == XCONV_LAYOUT_CHANNELS_FIRST ? "cf" : "cl");
+    for (int i = 0; i < pb->x.rank; i++) len += snprintf(buf + len, size - (size_t)len, "%" PRId64 ",", pb->x.shape[i]);
+    len += snprintf(buf + len, size - (size_t)len, "] w[");
+    for (int i = 0; i < pb->w.rank; i++) len += snprintf(buf + len, size - (size_t)len, "%" PRId64 ",", pb->w.shape[i]);
+    len += snprintf(buf + len, size - (size_t)len, "] s%" PRId64 " d%" PRId64 " p%" PRId64 ":%" PRId64
+                    " op%" PRId64 " g%" PRId64 " %s->%s bias %s %s%s%s%s",
+                    q->stride[0], q->dilation[0], q->pad_lo[0], q->pad_hi[0], q->output_padding[0],
+                    q->groups, xconv_dtype_name(pb->x.dtype), xconv_dtype_name(pb->y.dtype),
+                    pb->has_bias ? xconv_dtype_name(pb->b.dtype) : "none",
+                    pb->x.strided ? "xs" : "", pb->w.strided ? "ws" : "", pb->b.strided ? "bs" : "",
+                    pb->y.strided ? "ys" : "");
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Running and comparing                                                                    */
+/* ---------------------------------------------------------------------------------------- */
+
+#define CUDA_OK(call)                                                                     \
+    do {                                                                                  \
+        cudaError_t ce_ = (call);                                                         \
+        if (ce_ != cudaSuccess) {                                                         \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(ce_)); \
+            exit(2);                                                                      \
+        }                                                                                 \
+    } while (0)
+
+typedef struct buffers {
+    void *h[4];  /* x, w, bias, y on the host */
+    void *d[4];  /* the same on the device */
+    size_t bytes[4];
+} buffers;
+
+static xconv_tensor *tensor_at(problem *pb, int i)
+{
+    return i == 0 ? &pb->x : i == 1 ? &pb->w : i == 2 ? &pb->b : &pb->y;
+}
+
+static void buffers_make(problem *pb, buffers *bf, fill_mode mode)
+{
+    for (int i = 0; i < 4; i++) {
+        xconv_tensor *t = tensor_at(pb, i);
+        bf->bytes[i] = t->buffer_bytes ? t->buffer_bytes : 16;
+        bf->h[i] = malloc(bf->bytes[i]);
+        if (i == 3) memset(bf->h[i], 0xA5, bf->bytes[i]); /* canary: unwritten gaps stay so */
+        else fill_buffer(t->dtype, bf->h[i], bf->bytes[i], mode);
+        CUDA_OK(cudaMalloc(&bf->d[i], bf->bytes[i]));
+        CUDA_OK(cudaMemcpy(bf->d[i], bf->h[i], bf->bytes[i], cudaMemcpyHostToDevice));
+    }
+}
+
+static void buffers_free(buffers *bf)
+{
+    for (int i = 0; i < 4; i++) {
+        free(bf->h[i]);
+        CUDA_OK(cudaFree(bf->d[i]));
+    }
+}
+
+/* Points the descriptors at one side's buffers. */
+static void place(problem *pb, buffers *bf, bool on_gpu)
+{
+    for (int i = 0; i < 4; i++) {
+        xconv_tensor *t = tensor_at(pb, i);
+        t->data = on_gpu ? bf->d[i] : bf->h[i];
+        t->device = on_gpu ? XCONV_DEVICE_CUDA : XCONV_DEVICE_CPU;
+        t->device_index = 0;
+    }
+}
+
+/* Logical elements of y one by one: calls back with the element offset. */
+static int64_t y_offset(const xconv_tensor *t, const int64_t *idx)
+{
+    int64_t off = t->strided ? t->offset : 0;
+    for (int i = 0; i < t->rank; i++) {
+        if (t->strided) off += idx[i] * t->strides[i];
+        else off = off * t->shape[i] + idx[i];
+    }
+    return off;
+}
+
+/* Compares y element by element within the accumulation bound; returns mismatches. */
+static int64_t compare_real(const problem *pb, const void *got, const void *want, char *msg, size_t size)
+{
+    const xconv_tensor *y = &pb->y;
+    const xconv_dtype d = y->dtype;
+    const size_t es = xconv_dtype_size(d);
+    const bool f64 = d == XCONV_DTYPE_F64 || d == XCONV_DTYPE_C128;
+    /* |inputs| <= 1: the sum of |x*w| (and bias) is at most k_red + 1; complex doubles it. */
+    const double mag = (double)(pb->k_red + 1) * (is_complex(d) ? 2 : 1);
+    const double acc_bound = 4.0 * mag * mag * ldexp(1.0, f64 ? -52 : -23);
+    const double rel_y = ldexp(1.0, -mant_bits(d));
+    /* the spacing of y's subnormals, where one rounding is not relative */
+    const double min_step = d == XCONV_DTYPE_F8E4M3 ? 0x1p-9 : d == XCONV_DTYPE_F8E5M2 ? 0x1p-16
+                          : d == XCONV_DTYPE_F16 ? 0x1p-24 : 0x1p-149;
+    int64_t idx[XCONV_MAX_RANK] = {0}, bad = 0;
+    for (;;) {
+        const int64_t off = y_offset(y, idx);
+        double gr, gi, wr, wi;
+        get_real(d, (const char *)got + off * (int64_t)es, &gr, &gi);
+        get_real(d, (const char *)want + off * (int64_t)es, &wr, &wi);
+        const double tol_r = acc_bound + rel_y * fabs(wr) + min_step;
+        const double tol_i = acc_bound + rel_y * fabs(wi) + min_step;
+        bool ok = (isnan(gr) && isnan(wr)) || fabs(gr - wr) <= tol_r || gr == wr;
+        ok = ok && ((isnan(gi) && isnan(wi)) || fabs(gi - wi) <= tol_i || gi == wi);
+        if (!ok && bad++ == 0)
+            snprintf(msg, size, "element at %" PRId64 ": got (%.9g, %.9g) want (%.9g, %.9g)", off, gr,
+                     gi, wr, wi);
+        int i = y->rank - 1;
+        while (i >= 0 && ++idx[i] == y->shape[i]) idx[i--] = 0;
+        if (i < 0) break;
+    }
+    return bad;
+}
+
+static xconv_status run_conv(problem *pb, const char *engine, const char **used, xconv_error *err)
+{
+    xconv_plan_options o;
+    memset(&o, 0, sizeof o);
+    o.engine = engine;
+    return xconv_conv(NULL, &pb->params, &pb->x, &pb->w, pb->has_bias ? &pb->b : NULL, &pb->y, &o,
+                      used, err);
+}
+
+static int engines_run_total;
+
+/* One problem: cpu.ref on the host, then every CUDA engine that supports it and the
+ * planner's choice on the device, each compared with the reference. */
+static void check_problem(problem *pb, fill_mode mode)
+{
+    char what[512], msg[256] = "";
+    describe(pb, what, sizeof what);
+    buffers bf;
+    buffers_make(pb, &bf, mode);
+    place(pb, &bf, false);
+    xconv_error err;
+    const char *used = NULL;
+    xconv_status s = run_conv(pb, "cpu.ref", &used, &err);
+    XT_CHECK(s == XCONV_STATUS_OK, "cpu.ref on %s: %s", what, err.description);
+    if (s != XCONV_STATUS_OK) {
+        buffers_free(&bf);
+        return;
+    }
+    void *want = bf.h[3];
+    void *got = malloc(bf.bytes[3]);
+    place(pb, &bf, true);
+    const int ne = xconv_engine_count();
+    for (int e = -1; e < ne; e++) {
+        const char *name = e < 0 ? NULL : xconv_engine_name(e);
+        if (name && strncmp(name, "cuda.", 5) != 0) continue;
+        if (name && xconv_engine_supports(name, &pb->params, &pb->x, &pb->w,
+                                          pb->has_bias ? &pb->b : NULL, &pb->y, &err) != XCONV_STATUS_OK) {
+            XT_CHECK(err.status == XCONV_STATUS_UNSUPPORTED, "%s supports(%s): %s %s", name, what,
+                     xconv_status_name(err.status), err.description);
+            continue;
+        }
+        memset(got, 0xA5, bf.bytes[3]);
+        CUDA_OK(cudaMemcpy(bf.d[3], got, bf.bytes[3], cudaMemcpyHostToDevice));
+        s = run_conv(pb, name, &used, &err);
+        XT_CHECK(s == XCONV_STATUS_OK, "%s on %s: %s", name ? name : "planner", what, err.description);
+        if (s != XCONV_STATUS_OK) continue;
+        XT_CHECK(strncmp(used, "cuda.", 5) == 0, "planner chose %s for a cuda problem", used);
+        CUDA_OK(cudaDeviceSynchronize());
+        CUDA_OK(cudaMemcpy(got, bf.d[3], bf.bytes[3], cudaMemcpyDeviceToHost));
+        engines_run_total++;
+        if (mode == FILL_EXACT || is_int(pb->y.dtype)) {
+            size_t first = 0;
+            while (first < bf.bytes[3] && ((unsigned char *)got)[first] == ((unsigned char *)want)[first]) first++;
+            XT_CHECK(first == bf.bytes[3], "%s on %s (exact inputs): y differs from cpu.ref at byte %zu",
+                     used, what, first);
+        } else {
+            int64_t bad = compare_real(pb, got, want, msg, sizeof msg);
+            XT_CHECK(bad == 0, "%s on %s: %" PRId64 " elements off, first %s", used, what, bad, msg);
+        }
+    }
+    free(got);
+    buffers_free(&bf);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Bad inputs                                                                               */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef void (*mutate_fn)(problem *pb);
+
+static void m_groups(problem *pb) { pb->params.groups = 3; }
+static void m_stride0(problem *pb) { pb->params.stride[1] = 0; }
+static void m_dil0(problem *pb) { pb->params.dilation[0] = 0; }
+static void m_pad_neg(problem *pb) { pb->params.pad_lo[0] = -1; }
+static void m_opad(problem *pb) { pb->params.output_padding[0] = 1; }
+static void m_rank(problem *pb) { pb->params.spatial_rank = 4; }
+static void m_y_shape(problem *pb) { pb->y.shape[2] += 1; }
+static void m_w_shape(problem *pb) { pb->w.shape[1] += 1; }
+static void m_dtype_mix(problem *pb) { pb->w.dtype = XCONV_DTYPE_F16; }
+static void m_y_narrow(problem *pb) { pb->y.dtype = XCONV_DTYPE_F16; }
+static void m_dtype_bad(problem *pb) { pb->x.dtype = (xconv_dtype)99; }
+static void m_x_small(problem *pb) { pb->x.buffer_bytes = 8; }
+static void m_y_zero_stride(problem *pb)
+{
+    pb->y.strided = true;
+    pb->y.strides[0] = 0, pb->y.strides[1] = 64, pb->y.strides[2] = 8, pb->y.strides[3] = 1;
+}
+static void m_too_small(problem *pb) { pb->params.pad_lo[0] = pb->params.pad_hi[0] = 0, pb->params.dilation[0] = 9; }
+
+typedef struct bad_case {
+    const char *name;
+    mutate_fn fn;
+} bad_case;
+
+/* A valid f32 conv2d, channels-first: x [2, 4, 8, 8], w [8, 4, 3, 3], y [2, 8, 8, 8]. */
+static problem base_problem(void)
+{
+    problem pb;
+    memset(&pb, 0, sizeof pb);
+    pb.params = xconv_params_init(XCONV_OP_CONV, 2, XCONV_LAYOUT_CHANNELS_FIRST);
+    pb.params.pad_lo[0] = pb.params.pad_hi[0] = pb.params.pad_lo[1] = pb.params.pad_hi[1] = 1;
+    const int64_t xs[4] = {2, 4, 8, 8}, ws[4] = {8, 4, 3, 3}, ys[4] = {2, 8, 8, 8}, bs[1] = {8};
+    pb.x = xconv_tensor_contiguous(XCONV_DTYPE_F32, 4, xs, NULL);
+    pb.w = xconv_tensor_contiguous(XCONV_DTYPE_F32, 4, ws, NULL);
+    pb.y = xconv_tensor_contiguous(XCONV_DTYPE_F32, 4, ys, NULL);
+    pb.b = xconv_tensor_contiguous(XCONV_DTYPE_F32, 1, bs, NULL);
+    pb.has_bias = true;
+    for (int i = 0; i < 4; i++) {
+        xconv_tensor *t = tensor_at(&pb, i);
+        int64_t n = 1;
+        for (int k = 0; k < t->rank; k++) n *= t->shape[k];
+        t->buffer_bytes = (size_t)n * 4;
+    }
+    return pb;
+}
+
+static void check_bad_inputs(void)
+{
+    static const bad_case cases[] = {
+        {"groups", m_groups}, {"stride 0", m_stride0}, {"dilation 0", m_dil0},
+        {"negative padding", m_pad_neg}, {"output padding on conv", m_opad},
+        {"spatial rank 4", m_rank}, {"y shape", m_y_shape}, {"w shape", m_w_shape},
+        {"x/w dtype mix", m_dtype_mix}, {"narrower y", m_y_narrow}, {"invalid dtype", m_dtype_bad},
+        {"x buffer too small", m_x_small}, {"y zero stride", m_y_zero_stride},
+        {"input too small for kernel", m_too_small},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        problem cpu = base_problem(), gpu;
+        cases[c].fn(&cpu);
+        gpu = cpu;
+        buffers bf;
+        buffers_make(&cpu, &bf, FILL_EXACT);
+        /* buffer sizes may have been shrunk by the mutation: keep the declared ones */
+        place(&cpu, &bf, false);
+        place(&gpu, &bf, true);
+        for (int i = 0; i < 4; i++) {
+            tensor_at(&cpu, i)->buffer_bytes = tensor_at(&gpu, i)->buffer_bytes =
+                cases[c].fn == m_x_small && i == 0 ? 8 : bf.bytes[i];
+        }
+        xconv_error ec, eg;
+        const char *used;
+        xconv_status sc = run_conv(&cpu, NULL, &used, &ec);
+        xconv_status sg = run_conv(&gpu, NULL, &used, &eg);
+        XT_CHECK(sc != XCONV_STATUS_OK, "bad input \"%s\" accepted on the cpu", cases[c].name);
+        XT_CHECK(sg == sc, "bad input \"%s\": cuda status %s, cpu %s", cases[c].name,
+                 xconv_status_name(sg), xconv_status_name(sc));
+        XT_CHECK(strcmp(ec.parameter, eg.parameter) == 0 && strcmp(ec.description, eg.description) == 0,
+                 "bad input \"%s\": cuda says %s: %s, cpu says %s: %s", cases[c].name, eg.parameter,
+                 eg.description, ec.parameter, ec.description);
+        unsigned char *yb = malloc(bf.bytes[3]);
+        CUDA_OK(cudaDeviceSynchronize());
+        CUDA_OK(cudaMemcpy(yb, bf.d[3], bf.bytes[3], cudaMemcpyDeviceToHost));
+        size_t k = 0;
+        while (k < bf.bytes[3] && yb[k] == 0xA5) k++;
+        XT_CHECK(k == bf.bytes[3], "bad input \"%s\": y's device buffer was written", cases[c].name);
+        free(yb);
+        buffers_free(&bf);
+    }
+
+    /* Devices: a cpu w with a cuda x; a device that does not exist. */
+    int count = 0;
+    CUDA_OK(cudaGetDeviceCount(&count));
+    problem pb = base_problem();
+    buffers bf;
+    buffers_make(&pb, &bf, FILL_EXACT);
+    place(&pb, &bf, true);
+    pb.w.device = XCONV_DEVICE_CPU;
+    pb.w.data = bf.h[1];
+    xconv_error err;
+    const char *used;
+    xconv_status s = run_conv(&pb, NULL, &used, &err);
+    XT_CHECK(s == XCONV_STATUS_INVALID_ARGUMENT && strcmp(err.parameter, "w.device") == 0 &&
+                 strcmp(err.description, "w.device cpu:0 differs from x.device cuda:0") == 0,
+             "mixed devices: %s %s: %s", xconv_status_name(s), err.parameter, err.description);
+    place(&pb, &bf, true);
+    for (int i = 0; i < 4; i++) tensor_at(&pb, i)->device_index = count;
+    s = run_conv(&pb, NULL, &used, &err);
+    char want[128];
+    snprintf(want, sizeof want, "x.device_index %d is not a cuda device (%d found)", count, count);
+    XT_CHECK(s == XCONV_STATUS_INVALID_ARGUMENT && strcmp(err.description, want) == 0,
+             "missing device: %s: %s", xconv_status_name(s), err.description);
+    /* A cuda problem cannot be forced onto a cpu engine. */
+    place(&pb, &bf, true);
+    xconv_plan_options o = {"cpu.ref", false};
+    s = xconv_conv(NULL, &pb.params, &pb.x, &pb.w, &pb.b, &pb.y, &o, &used, &err);
+    XT_CHECK(s == XCONV_STATUS_UNSUPPORTED, "cpu.ref forced on cuda tensors: %s", xconv_status_name(s));
+    buffers_free(&bf);
+}
+
+/* The plan API on a stream of the caller's, with a device workspace of the caller's. */
+static void check_plan_on_stream(void)
+{
+    cudaStream_t stream;
+    CUDA_OK(cudaStreamCreate(&stream));
+    xconv_context_options co = {1, 0, stream};
+    xconv_context *ctx = NULL;
+    xconv_error err;
+    XT_CHECK(xconv_context_create(&co, &ctx, &err) == XCONV_STATUS_OK, "context: %s", err.description);
+    problem pb = base_problem();
+    buffers bf;
+    buffers_make(&pb, &bf, FILL_EXACT);
+    place(&pb, &bf, false);
+    const char *used;
+    XT_CHECK(run_conv(&pb, "cpu.ref", &used, &err) == XCONV_STATUS_OK, "cpu.ref: %s", err.description);
+    place(&pb, &bf, true);
+    xconv_plan *plan = NULL;
+    xconv_status s = xconv_plan_create(ctx, &pb.params, &pb.x, &pb.w, &pb.b, &pb.y, NULL, &plan, &err);
+    XT_CHECK(s == XCONV_STATUS_OK, "plan: %s", err.description);
+    if (s == XCONV_STATUS_OK) {
+        XT_CHECK(strncmp(xconv_plan_engine(plan), "cuda.", 5) == 0, "plan engine %s", xconv_plan_engine(plan));
+        size_t ws = xconv_plan_workspace_size(plan);
+        void *dws = NULL;
+        if (ws) CUDA_OK(cudaMalloc(&dws, ws));
+        for (int rep = 0; rep < 3; rep++) {
+            s = xconv_plan_execute(plan, bf.d[0], bf.d[1], bf.d[2], bf.d[3], dws, ws, &err);
+            XT_CHECK(s == XCONV_STATUS_OK, "execute: %s", err.description);
+        }
+        CUDA_OK(cudaStreamSynchronize(stream));
+        void *got = malloc(bf.bytes[3]);
+        CUDA_OK(cudaMemcpy(got, bf.d[3], bf.bytes[3], cudaMemcpyDeviceToHost));
+        XT_CHECK(memcmp(got, bf.h[3], bf.bytes[3]) == 0, "plan on a stream: y differs from cpu.ref");
+        free(got);
+        if (dws) CUDA_OK(cudaFree(dws));
+        xconv_plan_destroy(plan);
+    }
+    buffers_free(&bf);
+    xconv_context_destroy(ctx);
+    CUDA_OK(cudaStreamDestroy(stream));
+}
+
+int main(void)
+{
+    int count = 0;
+    cudaError_t ce = cudaGetDeviceCount(&count);
+    if (ce != cudaSuccess || count == 0) {
+        printf("test_gpu: skipped: no cuda device (%s)\n",
+               ce != cudaSuccess ? cudaGetErrorString(ce) : "0 devices");
+        return xt_finish("test_gpu");
+    }
+    const char *quick_env = getenv("XCONV_GPU_TEST_QUICK");
+    const bool quick = quick_env && quick_env[0] && strcmp(quick_env, "0") != 0;
+    const int generic_count = quick ? 60 : 600, tc_count = quick ? 20 : 200;
+
+    check_bad_inputs();
+    check_plan_on_stream();
+    for (int i = 0; i < generic_count; i++) {
+        problem pb = random_problem(false);
+        check_problem(&pb, (i & 1) ? FILL_REAL : FILL_EXACT);
+    }
+    for (int i = 0; i < tc_count; i++) {
+        problem pb = random_problem(true);
+        check_problem(&pb, (i & 1) ? FILL_REAL : FILL_EXACT);
+    }
+    printf("test_gpu: %d engine runs compared with cpu.ref\n", engines_run_total);
+    return xt_finish("test_gpu");
+}
+
+#endif /* XCONV_HAVE_CUDA */
