@@ -70,7 +70,7 @@ static inline void real_put_f32(xconv_dtype d, char *p, float v)
 }
 
 /* Whether a storage dtype holds exactly the compute type's bits, so a dense row is a copy. */
-static bool same_bits(xconv_ctype ct, xconv_dtype d)
+bool xconv__same_bits(xconv_ctype ct, xconv_dtype d)
 {
     switch (ct) {
     case XCONV_CT_U32: return d == XCONV_DTYPE_U32 || d == XCONV_DTYPE_I32;
@@ -86,7 +86,7 @@ static bool same_bits(xconv_ctype ct, xconv_dtype d)
 void xconv__load_row(xconv_ctype ct, xconv_dtype d, const void *src, int64_t src_stride,
                      void *dst, int64_t n)
 {
-    if (n > 0 && src_stride == 1 && same_bits(ct, d)) {
+    if (n > 0 && src_stride == 1 && xconv__same_bits(ct, d)) {
         memcpy(dst, src, (size_t)n * xconv__ctype_size(ct));
         return;
     }
@@ -150,7 +150,7 @@ void xconv__load_row(xconv_ctype ct, xconv_dtype d, const void *src, int64_t src
 void xconv__store_row(xconv_ctype ct, xconv_dtype d, const void *src, void *dst,
                       int64_t dst_stride, int64_t n)
 {
-    if (n > 0 && dst_stride == 1 && same_bits(ct, d)) {
+    if (n > 0 && dst_stride == 1 && xconv__same_bits(ct, d)) {
         memcpy(dst, src, (size_t)n * xconv__ctype_size(ct));
         return;
     }

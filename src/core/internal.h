@@ -84,6 +84,10 @@ const char *xconv__ctype_name(xconv_ctype ct);
  * compute width; floats are exact. Store: integers truncate to y's width; floats round to
  * nearest even once. The (dtype, ct) pair must be of one family.
  */
+/* Whether dtype stores exactly ct's bits (f32 for f32, i32 or u32 for u32, ...), so dense
+ * rows convert by copying and kernels may read or write such tensors in place. */
+bool xconv__same_bits(xconv_ctype ct, xconv_dtype dtype);
+
 void xconv__load_row(xconv_ctype ct, xconv_dtype dtype, const void *src, int64_t src_stride,
                      void *dst, int64_t n);
 void xconv__store_row(xconv_ctype ct, xconv_dtype dtype, const void *src, void *dst,

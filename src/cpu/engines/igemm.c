@@ -1,0 +1,401 @@
+/*
+ * igemm.c — the engine "cpu.igemm": convolution and transposed convolution as an indirect
+ * GEMM (XNNPACK's indirection, BLIS's register blocking), without a column matrix.
+ *
+ *   conv:           Y[pos, co] = bias[co] + sum_{run t, l} X_t[pos][l] * W_t[l][co]
+ *   conv_transpose: the same over the taps that hit whole input positions, which are the
+ *                   same for every output position of one stride phase (j mod s).
+ *
+ * A reduction run is one tap's input channels, x[n, q, g*cin_g .. +cin_g), or, when the
+ * kernel's innermost dim is dense (dilation 1, one group, no padding in that dim), the
+ * K2*Cin values of a whole kernel row. The microkernel (src/cpu/ukernels/igemm.h) reads
+ * runs through pointers, so channels-last x of the compute type's own dtype is used in place;
+ * any other x (other dtypes, channels-first, strided channels, or a padded conv whose runs
+ * are short) is first converted, chunk of images by chunk, into a zero-padded channels-last
+ * compute-type buffer. Weights are packed per execute: wp [G, panel, K, cin_g, nr] (complex
+ * rows as split planes), bias likewise. y of the compute type's dtype with dense channels is
+ * written in place; anything else goes through a per-thread tile and xconv__store_row.
+ *
+ * Shapes: positions tile by mr (within one stride phase of one output row for the transpose),
+ * output channels by nr within a group. Work items (group, panel, tile) are split statically
+ * across threads; each output element is summed by one thread in a fixed order.
+ * Assumes: a validated canonical problem on the CPU.
+ */
+#include "cpu/ukernels/igemm.h"
+
+#include <string.h>
+
+#define IG_MAX_RUNS      4096              /* pointer arrays per thread stay small */
+#define IG_CHUNK_BYTES   ((size_t)8 << 20) /* the converted-x buffer per chunk of images */
+#define IG_SHORT_RUN     16                /* below this, padded runs are worth a copy */
+
+typedef struct ig_geom {
+    const xconv_igemm_geom *g;
+    bool    copy;        /* x goes through the converted, padded channels-last buffer */
+    bool    merge;       /* a run is a whole kernel row (K2 taps) */
+    bool    y_direct;    /* the kernel writes y in place */
+    int64_t len;         /* values per run */
+    int64_t runs;        /* runs per position for conv */
+    int64_t panels;      /* output-channel panels per group */
+    int64_t chunk_n;     /* images per chunk */
+    int64_t xp[3];       /* spatial dims of the converted buffer (padded for conv) */
+    int64_t max_runs;    /* pointer-array rows per thread */
+    size_t  row_bytes;   /* one packed weight row: nr compute-type values */
+    size_t  wp, bp, zero, xbuf, slots, slot_bytes, total;
+} ig_geom;
+
+static size_t align64(size_t v) { return (v + 63) & ~(size_t)63; }
+
+static ig_geom ig_geom_of(const xconv_canon *p)
+{
+    ig_geom q;
+    memset(&q, 0, sizeof q);
+    q.g = xconv__igemm_geom(p->ct);
+    const size_t cs = xconv__ctype_size(p->ct);
+    const bool tr = p->op == XCONV_OP_CONV_TRANSPOSE;
+    const bool padded = p->pad_lo[0] || p->pad_hi[0] || p->pad_lo[1] || p->pad_hi[1] ||
+                        p->pad_lo[2] || p->pad_hi[2];
+    const bool direct_x = xconv__same_bits(p->ct, p->x_dtype) && p->x_sc == 1;
+    q.copy = !direct_x || (!tr && padded && p->cin_g < IG_SHORT_RUN);
+    const bool row_dense = q.copy ? true : p->x_ss[2] == p->cin;
+    q.merge = !tr && p->dil[2] == 1 && p->groups == 1 && row_dense &&
+              (q.copy || (p->pad_lo[2] == 0 && p->pad_hi[2] == 0));
+    q.len = q.merge ? p->k_size[2] * p->cin_g : p->cin_g;
+    q.runs = q.merge ? p->k_size[0] * p->k_size[1] : xconv__prod3(p->k_size);
+    q.max_runs = xconv__prod3(p->k_size);
+    q.y_direct = xconv__same_bits(p->ct, p->y_dtype) && p->y_sc == 1;
+    if (!q.g) return q;
+    q.panels = (p->cout_g + q.g->nr - 1) / q.g->nr;
+    q.row_bytes = (size_t)q.g->nr * cs;
+    for (int i = 0; i < 3; i++)
+        q.xp[i] = p->x_size[i] + (tr ? 0 : p->pad_lo[i] + p->pad_hi[i]);
+    const size_t img_bytes = (size_t)xconv__prod3(q.xp) * (size_t)p->cin * cs;
+    q.chunk_n = p->n;
+    if (q.copy) {
+        int64_t fit = (int64_t)(IG_CHUNK_BYTES / (img_bytes ? img_bytes : 1));
+        q.chunk_n = fit < 1 ? 1 : fit < p->n ? fit : p->n;
+    }
+    q.wp = 0;
+    q.bp = align64(q.row_bytes * (size_t)(p->groups * q.panels * xconv__prod3(p->k_size) * p->cin_g));
+    q.zero = q.bp + align64(q.row_bytes * (size_t)(p->groups * q.panels));
+    q.xbuf = q.zero + align64(cs * (size_t)q.len);
+    q.slots = q.xbuf + (q.copy ? align64(img_bytes * (size_t)q.chunk_n) : 0);
+    q.slot_bytes = align64(sizeof(void *) * (size_t)(q.max_runs * (q.g->mr + 1) + q.g->mr)) +
+                   align64((size_t)q.g->mr * q.row_bytes);
+    q.total = q.slots + q.slot_bytes * (size_t)(p->threads > 0 ? p->threads : 1);
+    return q;
+}
+
+static bool ig_supports(const xconv_canon *p, const char **why_not)
+{
+    if (p->device != XCONV_DEVICE_CPU) return *why_not = "cpu.igemm runs on cpu tensors only", false;
+    if (!xconv__igemm_geom(p->ct)) return *why_not = "no microkernel for this compute type", false;
+    if (xconv__prod3(p->k_size) > IG_MAX_RUNS)
+        return *why_not = "cpu.igemm takes kernels of at most 4096 taps", false;
+    return true;
+}
+
+static size_t ig_workspace_bytes(const xconv_canon *p) { return ig_geom_of(p).total; }
+
+/* Multiply-adds at the kernel's rate, slowed by short runs and narrow panels, plus the
+ * conversion traffic of a copied x. */
+static double ig_cost(const xconv_canon *p)
+{
+    const ig_geom q = ig_geom_of(p);
+    if (!q.g) return 1e300;
+    double rate = strcmp(q.g->isa, "avx512") == 0 ? 0.12 : strcmp(q.g->isa, "avx2") == 0 ? 0.3 : 0.8;
+    double fill = (double)p->cout_g / (double)(q.panels * q.g->nr);
+    double per_run = 1.0 + 8.0 / (double)q.len;
+    double moved = q.copy ? (double)p->n * (double)p->cin * (double)xconv__prod3(q.xp) : 0.0;
+    return p->flops * rate * per_run / fill + 4.0 * moved + 1e4;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Packing                                                                                  */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Writes `count` compute-type values (interleaved if complex) as one packed row of nr. */
+static void put_row(const ig_geom *q, const void *src, char *row, int64_t count, size_t cs)
+{
+    memset(row, 0, q->row_bytes);
+    if (q->g->ncomp == 1) {
+        memcpy(row, src, (size_t)count * cs);
+        return;
+    }
+    const size_t half = cs / 2;
+    for (int64_t j = 0; j < count; j++) {
+        memcpy(row + (size_t)j * half, (const char *)src + (size_t)j * cs, half);
+        memcpy(row + ((size_t)q->g->nr + (size_t)j) * half, (const char *)src + (size_t)j * cs + half, half);
+    }
+}
+
+typedef struct ig_task {
+    const xconv_exec *e;
+    const ig_geom    *q;
+    int64_t           n0, nb;     /* the chunk of images */
+    int64_t           tiles;      /* tiles per (group, panel) */
+    int64_t           tiles_per_phase;
+} ig_task;
+
+static void pack_weights_range(void *arg, int64_t begin, int64_t end, int slot)
+{
+    const ig_task *t = arg;
+    const xconv_canon *p = t->e->p;
+    const ig_geom *q = t->q;
+    const size_t cs = xconv__ctype_size(p->ct);
+    const int64_t xes = (int64_t)xconv_dtype_size(p->x_dtype), kk = xconv__prod3(p->k_size);
+    char *tmp = (char *)t->e->workspace + q->slots + q->slot_bytes * (size_t)slot +
+                align64(sizeof(void *) * (size_t)(q->max_runs * (q->g->mr + 1) + q->g->mr));
+    /* item = (g, panel, k): one block of cin_g rows */
+    for (int64_t item = begin; item < end; item++) {
+        const int64_t k = item % kk, gp = item / kk, panel = gp % q->panels, g = gp / q->panels;
+        const int64_t k0 = k / (p->k_size[1] * p->k_size[2]), k1 = k / p->k_size[2] % p->k_size[1],
+                      k2 = k % p->k_size[2];
+        const int64_t o0 = panel * q->g->nr;
+        const int64_t cnt = p->cout_g - o0 < q->g->nr ? p->cout_g - o0 : q->g->nr;
+        char *dst = (char *)t->e->workspace + q->wp + q->row_bytes * (size_t)(item * p->cin_g);
+        for (int64_t ci = 0; ci < p->cin_g; ci++, dst += q->row_bytes) {
+            const int64_t el = p->w_off + g * p->w_sg + o0 * p->w_so + ci * p->w_si +
+                               k0 * p->w_sk[0] + k1 * p->w_sk[1] + k2 * p->w_sk[2];
+            xconv__load_row(p->ct, p->x_dtype, (const char *)t->e->w + el * xes, p->w_so, tmp, cnt);
+            put_row(q, tmp, dst, cnt, cs);
+        }
+    }
+}
+
+/* Converts images [n0, n0 + nb) into the padded channels-last buffer; item = (image, q0, q1). */
+static void convert_x_range(void *arg, int64_t begin, int64_t end, int slot)
+{
+    const ig_task *t = arg;
+    const xconv_canon *p = t->e->p;
+    const ig_geom *q = t->q;
+    const size_t cs = xconv__ctype_size(p->ct);
+    const int64_t xes = (int64_t)xconv_dtype_size(p->x_dtype);
+    const bool tr = p->op == XCONV_OP_CONV_TRANSPOSE;
+    const int64_t lo0 = tr ? 0 : p->pad_lo[0], lo1 = tr ? 0 : p->pad_lo[1], lo2 = tr ? 0 : p->pad_lo[2];
+    const size_t row_bytes = (size_t)(q->xp[2] * p->cin) * cs;
+    for (int64_t item = begin; item < end; item++) {
+        const int64_t b1 = item % q->xp[1], b0 = item / q->xp[1] % q->xp[0], nl = item / (q->xp[0] * q->xp[1]);
+        char *row = (char *)t->e->workspace + q->xbuf + row_bytes * (size_t)item;
+        const int64_t a0 = b0 - lo0, a1 = b1 - lo1;
+        if (a0 < 0 || a0 >= p->x_size[0] || a1 < 0 || a1 >= p->x_size[1]) {
+            memset(row, 0, row_bytes);
+            continue;
+        }
+        memset(row, 0, (size_t)(lo2 * p->cin) * cs);
+        memset(row + (size_t)((lo2 + p->x_size[2]) * p->cin) * cs, 0,
+               (size_t)((q->xp[2] - lo2 - p->x_size[2]) * p->cin) * cs);
+        const int64_t base = p->x_off + (t->n0 + nl) * p->x_sn + a0 * p->x_ss[0] + a1 * p->x_ss[1];
+        for (int64_t a2 = 0; a2 < p->x_size[2]; a2++)
+            xconv__load_row(p->ct, p->x_dtype, (const char *)t->e->x + (base + a2 * p->x_ss[2]) * xes,
+                            p->x_sc, row + (size_t)((lo2 + a2) * p->cin) * cs, p->cin);
+    }
+    (void)slot;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* The GEMM over tiles                                                                      */
+/* ---------------------------------------------------------------------------------------- */
+
+/* The address of x[n, q, channel c] for a position inside x (element units of the source). */
+static const char *x_at(const ig_task *t, int64_t nl, const int64_t qpos[3], int64_t c)
+{
+    const xconv_canon *p = t->e->p;
+    const ig_geom *q = t->q;
+    if (q->copy) {
+        const size_t cs = xconv__ctype_size(p->ct);
+        const int64_t off = (((nl * q->xp[0] + qpos[0]) * q->xp[1] + qpos[1]) * q->xp[2] + qpos[2]) * p->cin + c;
+        return (const char *)t->e->workspace + q->xbuf + (size_t)off * cs;
+    }
+    const int64_t el = p->x_off + (t->n0 + nl) * p->x_sn + qpos[0] * p->x_ss[0] + qpos[1] * p->x_ss[1] +
+                       qpos[2] * p->x_ss[2] + c;
+    return (const char *)t->e->x + el * (int64_t)xconv_dtype_size(p->x_dtype);
+}
+
+/* Fills the pointer arrays of one conv tile; returns the number of runs. */
+static int64_t conv_tile(const ig_task *t, int64_t g, int64_t tile, const char *wpanel,
+                         const void **a, const void **b, int64_t pos[][4], int *m)
+{
+    const xconv_canon *p = t->e->p;
+    const ig_geom *q = t->q;
+    const int mr = q->g->mr;
+    const int64_t Y0 = p->y_size[0], Y1 = p->y_size[1], Y2 = p->y_size[2], per_img = Y0 * Y1 * Y2;
+    const int64_t total = t->nb * per_img;
+    const char *zero = (const char *)t->e->workspace + q->zero;
+    *m = 0;
+    for (int i = 0; i < mr; i++) {
+        int64_t flat = tile * mr + i;
+        if (flat >= total) flat = -1;
+        else (*m)++;
+        pos[i][0] = flat < 0 ? -1 : flat / per_img;
+        pos[i][1] = flat < 0 ? 0 : flat / (Y1 * Y2) % Y0;
+        pos[i][2] = flat < 0 ? 0 : flat / Y2 % Y1;
+        pos[i][3] = flat < 0 ? 0 : flat % Y2;
+    }
+    const int64_t k2n = q->merge ? 1 : p->k_size[2];
+    const int64_t lo0 = q->copy ? 0 : p->pad_lo[0], lo1 = q->copy ? 0 : p->pad_lo[1],
+                  lo2 = q->copy ? 0 : p->pad_lo[2];
+    int64_t r = 0;
+    for (int64_t k0 = 0; k0 < p->k_size[0]; k0++)
+        for (int64_t k1 = 0; k1 < p->k_size[1]; k1++)
+            for (int64_t k2 = 0; k2 < k2n; k2++, r++) {
+                const int64_t k = (k0 * p->k_size[1] + k1) * p->k_size[2] + k2;
+                b[r] = wpanel + q->row_bytes * (size_t)(k * p->cin_g);
+                for (int i = 0; i < mr; i++) {
+                    int64_t qp[3] = {pos[i][1] * p->stride[0] + k0 * p->dil[0] - lo0,
+                                     pos[i][2] * p->stride[1] + k1 * p->dil[1] - lo1,
+                                     pos[i][3] * p->stride[2] + k2 * p->dil[2] - lo2};
+                    bool in = pos[i][0] >= 0;
+                    if (!q->copy)
+                        for (int d = 0; d < 3; d++) in = in && qp[d] >= 0 && qp[d] < p->x_size[d];
+                    a[r * mr + i] = in ? x_at(t, pos[i][0], qp, g * p->cin_g) : zero;
+                }
+            }
+    return r;
+}
+
+/* Fills the pointer arrays of one transpose tile (one stride phase of one output row). */
+static int64_t transpose_tile(const ig_task *t, int64_t g, int64_t tile, const char *wpanel,
+                              const void **a, const void **b, int64_t pos[][4], int *m)
+{
+    const xconv_canon *p = t->e->p;
+    const ig_geom *q = t->q;
+    const int mr = q->g->mr;
+    const int64_t s2 = p->stride[2];
+    const int64_t mt = tile % t->tiles_per_phase, r2 = tile / t->tiles_per_phase % s2,
+                  row = tile / (t->tiles_per_phase * s2);
+    const int64_t nl = row / (p->y_size[0] * p->y_size[1]), j0 = row / p->y_size[1] % p->y_size[0],
+                  j1 = row % p->y_size[1];
+    const int64_t in_phase = r2 < p->y_size[2] ? (p->y_size[2] - r2 + s2 - 1) / s2 : 0;
+    const char *zero = (const char *)t->e->workspace + q->zero;
+    *m = 0;
+    for (int i = 0; i < mr; i++) {
+        const int64_t idx = mt * mr + i;
+        const bool live = idx < in_phase;
+        *m += live;
+        pos[i][0] = live ? nl : -1;
+        pos[i][1] = j0;
+        pos[i][2] = j1;
+        pos[i][3] = live ? r2 + idx * s2 : 0;
+    }
+    if (*m == 0) return 0;
+    int64_t r = 0;
+    for (int64_t k0 = 0; k0 < p->k_size[0]; k0++) {
+        const int64_t e0 = j0 + p->pad_lo[0] - k0 * p->dil[0];
+        if (e0 < 0 || e0 % p->stride[0] || e0 / p->stride[0] >= p->x_size[0]) continue;
+        for (int64_t k1 = 0; k1 < p->k_size[1]; k1++) {
+            const int64_t e1 = j1 + p->pad_lo[1] - k1 * p->dil[1];
+            if (e1 < 0 || e1 % p->stride[1] || e1 / p->stride[1] >= p->x_size[1]) continue;
+            for (int64_t k2 = 0; k2 < p->k_size[2]; k2++) {
+                /* the phase fixes (j2 + lo2 - k2*t2) mod s2 for every position of the tile */
+                const int64_t e2r = r2 + p->pad_lo[2] - k2 * p->dil[2];
+                if (((e2r % s2) + s2) % s2 != 0) continue;
+                const int64_t k = (k0 * p->k_size[1] + k1) * p->k_size[2] + k2;
+                b[r] = wpanel + q->row_bytes * (size_t)(k * p->cin_g);
+                for (int i = 0; i < mr; i++) {
+                    const int64_t e2 = pos[i][3] + p->pad_lo[2] - k2 * p->dil[2];
+                    const int64_t qp[3] = {e0 / p->stride[0], e1 / p->stride[1], e2 >= 0 ? e2 / s2 : -1};
+                    const bool in = pos[i][0] >= 0 && e2 >= 0 && qp[2] < p->x_size[2];
+                    a[r * mr + i] = in ? x_at(t, nl, qp, g * p->cin_g) : zero;
+                }
+                r++;
+            }
+        }
+    }
+    return r;
+}
+
+static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
+{
+    const ig_task *t = arg;
+    const xconv_exec *e = t->e;
+    const xconv_canon *p = e->p;
+    const ig_geom *q = t->q;
+    const int mr = q->g->mr;
+    const size_t cs = xconv__ctype_size(p->ct), yes = xconv_dtype_size(p->y_dtype);
+    char *scratch = (char *)e->workspace + q->slots + q->slot_bytes * (size_t)slot;
+    const void **a = (const void **)scratch;
+    const void **b = a + q->max_runs * mr;
+    void **c = (void **)(b + q->max_runs);
+    char *ctile = scratch + align64(sizeof(void *) * (size_t)(q->max_runs * (mr + 1) + mr));
+    int64_t pos[8][4];
+    const bool tr = p->op == XCONV_OP_CONV_TRANSPOSE;
+    for (int64_t item = begin; item < end; item++) {
+        const int64_t tile = item % t->tiles, gp = item / t->tiles;
+        const int64_t panel = gp % q->panels, g = gp / q->panels;
+        const char *wpanel = (const char *)e->workspace + q->wp +
+                             q->row_bytes * (size_t)(gp * xconv__prod3(p->k_size) * p->cin_g);
+        const void *init = p->has_bias ? (const char *)e->workspace + q->bp + q->row_bytes * (size_t)gp : NULL;
+        int m;
+        const int64_t runs = tr ? transpose_tile(t, g, tile, wpanel, a, b, pos, &m)
+                                : conv_tile(t, g, tile, wpanel, a, b, pos, &m);
+        if (m == 0) continue;
+        const int64_t co = g * p->cout_g + panel * q->g->nr;
+        const int64_t cnt = p->cout_g - panel * q->g->nr < q->g->nr ? p->cout_g - panel * q->g->nr : q->g->nr;
+        int64_t yel[8];
+        for (int i = 0; i < mr; i++) {
+            yel[i] = pos[i][0] < 0 ? 0
+                                   : p->y_off + (t->n0 + pos[i][0]) * p->y_sn + pos[i][1] * p->y_ss[0] +
+                                         pos[i][2] * p->y_ss[1] + pos[i][3] * p->y_ss[2] + co * p->y_sc;
+            c[i] = pos[i][0] < 0 ? NULL
+                   : q->y_direct ? (char *)e->y + yel[i] * (int64_t)yes
+                                 : ctile + (size_t)i * q->row_bytes;
+        }
+        /* live positions come first in a tile, so rows i < m are exactly the live ones */
+        q->g->kernel(runs, q->len, a, b, init, c, m, (int)cnt);
+        if (!q->y_direct)
+            for (int i = 0; i < m; i++)
+                xconv__store_row(p->ct, p->y_dtype, ctile + (size_t)i * q->row_bytes,
+                                 (char *)e->y + yel[i] * (int64_t)yes, p->y_sc, cnt);
+    }
+    (void)cs;
+}
+
+static xconv_status ig_run(const xconv_exec *e, xconv_error *err)
+{
+    const xconv_canon *p = e->p;
+    const ig_geom q = ig_geom_of(p);
+    const size_t cs = xconv__ctype_size(p->ct);
+    char *ws = e->workspace;
+    ig_task t = {.e = e, .q = &q};
+
+    xconv__parallel_for_slot(e->ctx, p->groups * q.panels * xconv__prod3(p->k_size), pack_weights_range, &t);
+    if (p->has_bias) {
+        char *tmp = ws + q.slots + align64(sizeof(void *) * (size_t)(q.max_runs * (q.g->mr + 1) + q.g->mr));
+        for (int64_t g = 0; g < p->groups; g++)
+            for (int64_t panel = 0; panel < q.panels; panel++) {
+                const int64_t o0 = g * p->cout_g + panel * q.g->nr;
+                const int64_t cnt = p->cout_g - panel * q.g->nr < q.g->nr ? p->cout_g - panel * q.g->nr : q.g->nr;
+                xconv__load_row(p->ct, p->bias_dtype,
+                                (const char *)e->bias + (p->b_off + o0 * p->b_s) * (int64_t)xconv_dtype_size(p->bias_dtype),
+                                p->b_s, tmp, cnt);
+                put_row(&q, tmp, ws + q.bp + q.row_bytes * (size_t)(g * q.panels + panel), cnt, cs);
+            }
+    }
+    memset(ws + q.zero, 0, cs * (size_t)q.len);
+
+    for (int64_t n0 = 0; n0 < p->n; n0 += q.chunk_n) {
+        t.n0 = n0;
+        t.nb = p->n - n0 < q.chunk_n ? p->n - n0 : q.chunk_n;
+        if (q.copy) xconv__parallel_for_slot(e->ctx, t.nb * q.xp[0] * q.xp[1], convert_x_range, &t);
+        if (p->op == XCONV_OP_CONV) {
+            t.tiles = (t.nb * xconv__prod3(p->y_size) + q.g->mr - 1) / q.g->mr;
+        } else {
+            const int64_t per_phase = (p->y_size[2] + p->stride[2] - 1) / p->stride[2];
+            t.tiles_per_phase = (per_phase + q.g->mr - 1) / q.g->mr;
+            t.tiles = t.nb * p->y_size[0] * p->y_size[1] * p->stride[2] * t.tiles_per_phase;
+        }
+        xconv__parallel_for_slot(e->ctx, p->groups * q.panels * t.tiles, gemm_range, &t);
+    }
+    (void)err;
+    return XCONV_STATUS_OK;
+}
+
+const xconv_engine xconv__engine_cpu_igemm = {
+    .name = "cpu.igemm",
+    .device = XCONV_DEVICE_CPU,
+    .supports = ig_supports,
+    .workspace_bytes = ig_workspace_bytes,
+    .cost = ig_cost,
+    .run = ig_run,
+};

@@ -1,0 +1,138 @@
+/*
+ * igemm.c — the indirect-GEMM microkernels of igemm.h, one body per compute type
+ * (igemm.tmpl.h) and thin per-ISA wrappers that fix the register block and the target.
+ *
+ *   avx512   real: 6 rows x 4 zmm (24 accumulators), complex: 3 x 2 (re and im: 24)
+ *   avx2     real: 3 rows x 2 64-byte vectors (12 ymm), complex: 2 x 1
+ *   generic  real: 2 x 1, complex: 1 x 1 (whatever vector unit the baseline target has)
+ * The ISA is picked once from cpuid; every variant gives the same sums in the same order
+ * except that FMA contraction may differ between targets (floats only).
+ */
+#include "cpu/ukernels/igemm.h"
+
+#include <string.h>
+
+#define XI_MAX_MR 6
+#define XI_MAX_NV 4
+
+#if defined(__clang__)
+#define XI_UNROLL _Pragma("unroll")
+#else
+#define XI_UNROLL _Pragma("GCC unroll 16")
+#endif
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define XI_X86 1
+#define XI_TARGET_avx512 __attribute__((target("avx512f,avx512dq,fma")))
+#define XI_TARGET_avx2   __attribute__((target("avx2,fma")))
+#else
+#define XI_X86 0
+#endif
+#define XI_TARGET_generic
+
+#define XCONV_T     u32
+#define XCONV_RT    uint32_t
+#define XCONV_NCOMP 1
+#include "cpu/ukernels/igemm.tmpl.h"
+#define XCONV_T     u64
+#define XCONV_RT    uint64_t
+#define XCONV_NCOMP 1
+#include "cpu/ukernels/igemm.tmpl.h"
+#define XCONV_T     f32
+#define XCONV_RT    float
+#define XCONV_NCOMP 1
+#include "cpu/ukernels/igemm.tmpl.h"
+#define XCONV_T     f64
+#define XCONV_RT    double
+#define XCONV_NCOMP 1
+#include "cpu/ukernels/igemm.tmpl.h"
+#define XCONV_T     c64
+#define XCONV_RT    float
+#define XCONV_NCOMP 2
+#include "cpu/ukernels/igemm.tmpl.h"
+#define XCONV_T     c128
+#define XCONV_RT    double
+#define XCONV_NCOMP 2
+#include "cpu/ukernels/igemm.tmpl.h"
+
+/* One wrapper: fixes (mr, nv) as constants so the body's loops unroll into registers. */
+#define XI_WRAPPER(t, isa, mr, nv)                                                           \
+    static XI_TARGET_##isa void igemm_##isa##_##t(int64_t ntaps, int64_t len,               \
+                                                  const void *const *a, const void *const *b, \
+                                                  const void *init, void *const *c, int m,   \
+                                                  int n)                                     \
+    {                                                                                        \
+        igemm_body_##t(mr, nv, ntaps, len, a, b, init, c, m, n);                             \
+    }
+
+XI_WRAPPER(u32, generic, 2, 1)
+XI_WRAPPER(u64, generic, 2, 1)
+XI_WRAPPER(f32, generic, 2, 1)
+XI_WRAPPER(f64, generic, 2, 1)
+XI_WRAPPER(c64, generic, 1, 1)
+XI_WRAPPER(c128, generic, 1, 1)
+#if XI_X86
+XI_WRAPPER(u32, avx2, 3, 2)
+XI_WRAPPER(u64, avx2, 3, 2)
+XI_WRAPPER(f32, avx2, 3, 2)
+XI_WRAPPER(f64, avx2, 3, 2)
+XI_WRAPPER(c64, avx2, 2, 1)
+XI_WRAPPER(c128, avx2, 2, 1)
+XI_WRAPPER(u32, avx512, 6, 4)
+XI_WRAPPER(u64, avx512, 6, 4)
+XI_WRAPPER(f32, avx512, 6, 4)
+XI_WRAPPER(f64, avx512, 6, 4)
+XI_WRAPPER(c64, avx512, 3, 2)
+XI_WRAPPER(c128, avx512, 3, 2)
+#endif
+
+enum { ISA_GENERIC, ISA_AVX2, ISA_AVX512, ISA_COUNT };
+static const char *const ISA_NAMES[ISA_COUNT] = {"generic", "avx2", "avx512"};
+
+/* nr = nv * (64 bytes / component bytes) */
+#define XI_GEOM(CT, t, isa, mr, nv, rt, ncomp) \
+    {CT, #isa, mr, (nv) * (int)(64 / sizeof(rt)), ncomp, igemm_##isa##_##t}
+
+static const xconv_igemm_geom GEOMS[XCONV_CT_COUNT][ISA_COUNT] = {
+#if XI_X86
+#define XI_ROW(CT, t, rt, ncomp, rmr, rnv, cmr, cnv, amr, anv)                        \
+    [CT] = {XI_GEOM(CT, t, generic, rmr, rnv, rt, ncomp), XI_GEOM(CT, t, avx2, cmr, cnv, rt, ncomp), \
+            XI_GEOM(CT, t, avx512, amr, anv, rt, ncomp)},
+#else
+#define XI_ROW(CT, t, rt, ncomp, rmr, rnv, cmr, cnv, amr, anv) \
+    [CT] = {XI_GEOM(CT, t, generic, rmr, rnv, rt, ncomp)},
+#endif
+    XI_ROW(XCONV_CT_U32, u32, uint32_t, 1, 2, 1, 3, 2, 6, 4)
+    XI_ROW(XCONV_CT_U64, u64, uint64_t, 1, 2, 1, 3, 2, 6, 4)
+    XI_ROW(XCONV_CT_F32, f32, float, 1, 2, 1, 3, 2, 6, 4)
+    XI_ROW(XCONV_CT_F64, f64, double, 1, 2, 1, 3, 2, 6, 4)
+    XI_ROW(XCONV_CT_C64, c64, float, 2, 1, 1, 2, 1, 3, 2)
+    XI_ROW(XCONV_CT_C128, c128, double, 2, 1, 1, 2, 1, 3, 2)
+#undef XI_ROW
+};
+
+static bool isa_runs(int isa)
+{
+#if XI_X86
+    if (isa == ISA_AVX512) return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+    if (isa == ISA_AVX2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+    return isa == ISA_GENERIC;
+}
+
+const xconv_igemm_geom *xconv__igemm_geom_isa(xconv_ctype ct, const char *isa)
+{
+    if (ct >= XCONV_CT_COUNT || !isa) return NULL;
+    for (int i = 0; i < ISA_COUNT; i++)
+        if (strcmp(isa, ISA_NAMES[i]) == 0)
+            return isa_runs(i) && GEOMS[ct][i].kernel ? &GEOMS[ct][i] : NULL;
+    return NULL;
+}
+
+const xconv_igemm_geom *xconv__igemm_geom(xconv_ctype ct)
+{
+    if (ct >= XCONV_CT_COUNT) return NULL;
+    for (int i = ISA_COUNT - 1; i >= 0; i--)
+        if (isa_runs(i) && GEOMS[ct][i].kernel) return &GEOMS[ct][i];
+    return NULL;
+}

@@ -1,0 +1,41 @@
+/*
+ * igemm.h — the indirect-GEMM microkernel contract (BLIS's, with XNNPACK's indirection):
+ *
+ *   C[i][j] = init[j] + sum_{t < ntaps} sum_{l < len} A_t[i][l] * B_t[l][j]
+ *             for i < m <= mr (positions), j < n <= nr (output channels)
+ *
+ *   a     ntaps * mr pointers: a[t*mr + i] -> len compute-type values of position i for
+ *         reduction run t (interleaved re, im for complex). Every pointer is valid: rows past
+ *         m and taps in the padding point at a zero buffer of at least len values.
+ *   b     ntaps pointers: b[t] -> len packed rows of nr values each, zero-padded past n;
+ *         complex rows are split planes: nr real parts, then nr imaginary parts.
+ *   init  nr values laid out like one row of b (the bias), or NULL for zeros.
+ *   c     mr row pointers, compute type, interleaved for complex; rows >= m are not
+ *         touched (may be NULL); only columns j < n are written.
+ * No allocation, threads or errors. Integer compute types wrap (unsigned arithmetic).
+ * Sums run in a fixed order (t, then l), so results do not depend on how work is split.
+ */
+#ifndef XCONV_CPU_IGEMM_H
+#define XCONV_CPU_IGEMM_H
+
+#include "core/internal.h"
+
+typedef void (*xconv_igemm_ukr)(int64_t ntaps, int64_t len, const void *const *a,
+                                const void *const *b, const void *init, void *const *c, int m,
+                                int n);
+
+typedef struct xconv_igemm_geom {
+    xconv_ctype     ct;
+    const char     *isa;    /* "avx512", "avx2" or "generic" */
+    int             mr, nr;
+    int             ncomp;  /* 1 real, 2 complex */
+    xconv_igemm_ukr kernel;
+} xconv_igemm_geom;
+
+/* The fastest kernel for ct that this CPU runs (chosen once). */
+const xconv_igemm_geom *xconv__igemm_geom(xconv_ctype ct);
+
+/* The kernel variant `isa` for ct, or NULL when this CPU cannot run it (for tests). */
+const xconv_igemm_geom *xconv__igemm_geom_isa(xconv_ctype ct, const char *isa);
+
+#endif
