@@ -32,7 +32,7 @@ echo "== tests"
 for t in "$BUILD"/tests/test_*; do
     [ -x "$t" ] || continue
     name=$(basename "$t")
-    timeout 900 "$t" >"$LOG/$name.log" 2>&1
+    timeout 150 "$t" >"$LOG/$name.log" 2>&1
     rc=$?
     tail -1 "$LOG/$name.log"
     if [ $rc -ne 0 ]; then
@@ -43,7 +43,7 @@ done
 
 echo "== compute-sanitizer memcheck (XCONV_GPU_TEST_QUICK=1)"
 if command -v compute-sanitizer >/dev/null; then
-    XCONV_GPU_TEST_QUICK=1 timeout 900 compute-sanitizer --tool memcheck --error-exitcode 3 \
+    XCONV_GPU_TEST_QUICK=1 timeout 240 compute-sanitizer --tool memcheck --error-exitcode 3 \
         "$BUILD/tests/test_gpu" >"$LOG/memcheck.log" 2>&1
     rc=$?
     tail -3 "$LOG/memcheck.log"
