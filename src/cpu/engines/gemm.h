@@ -98,6 +98,10 @@ void xconv__ct_fill(xconv_ctype ct, void *dst, const void *value, int64_t n);
 /* The storage dtype whose values are exactly ct's (U32, U64, F32, F64, C64, C128). */
 xconv_dtype xconv__ct_dtype(xconv_ctype ct);
 
+/* The cpu.im2col engine's workspace target in bytes (16 MiB). Tests lower it, before
+ * creating plans, to reach every tiling path with small problems; nothing else writes it. */
+extern int64_t xconv__im2col_budget_bytes;
+
 /* ---------------------------------------------------------------------------------------- */
 /* Shared im2col geometry (src/cpu/engines/im2col_kernels.c)                                */
 /* ---------------------------------------------------------------------------------------- */

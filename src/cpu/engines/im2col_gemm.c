@@ -29,7 +29,10 @@
 
 #include <string.h>
 
-#define BUDGET_BYTES ((int64_t)16 << 20)
+/* The workspace target. Mutable only so tests can shrink it (before planning) to drive
+ * every tiling path with small problems. */
+int64_t xconv__im2col_budget_bytes = (int64_t)16 << 20;
+#define BUDGET_BYTES xconv__im2col_budget_bytes
 
 static int64_t align64(int64_t v) { return (v + 63) & ~(int64_t)63; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }

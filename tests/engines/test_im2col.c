@@ -1,0 +1,778 @@
+/*
+ * test_im2col.c — the cpu.im2col engine, its GEMM and the public im2col/col2im, each against
+ * an oracle that does not share its code:
+ *
+ *   1. GEMM: every compute type and kernel variant against a naive triple loop, on
+ *      small-integer data (float sums exact, so compared bit for bit), odd sizes, k beyond
+ *      one cache block, strided and transposed C, accumulate; reals on 1, 2, 3 threads must
+ *      give identical bits.
+ *   2. Engines: every engine in the table (but cpu.ref) against cpu.ref, forced by name, on
+ *      named problems x both layouts x all 16 dtypes and widened y dtypes x dense, padded,
+ *      flipped (negative strides) and broadcast views x 1, 2, 3 threads (identical bits).
+ *      Integers bit-exact; floats within tol(y) * sum|x*w| (+ one ulp of a reduced y).
+ *      Again with a tiny workspace budget so every tiling path of cpu.im2col runs.
+ *   3. im2col/col2im: hand-derived 1-D cases, the adjoint identity <im2col(x), c> ==
+ *      <x, col2im(c)> exactly in integers, conv(x, w) == W * im2col(x) by a naive loop here,
+ *      and the argument checks.
+ */
+#include "common/ref_conv.h"
+#include "cpu/engines/gemm.h"
+#include "harness.h"
+
+#include <time.h>
+
+static xconv_context *CTX[4]; /* CTX[t]: t threads */
+
+/* ---------------------------------------------------------------------------------------- */
+/* 1. GEMM                                                                                   */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef struct ctv { uint64_t u; double re, im; } ctv;
+
+static bool ct_is_int(xconv_ctype ct) { return ct == XCONV_CT_U32 || ct == XCONV_CT_U64; }
+
+static ctv ct_get(xconv_ctype ct, const void *base, int64_t i)
+{
+    ctv v = {0, 0, 0};
+    const char *p = (const char *)base + i * (int64_t)xconv__ctype_size(ct);
+    switch (ct) {
+    case XCONV_CT_U32: { uint32_t t; memcpy(&t, p, 4); v.u = t; break; }
+    case XCONV_CT_U64: memcpy(&v.u, p, 8); break;
+    case XCONV_CT_F32: { float t; memcpy(&t, p, 4); v.re = t; break; }
+    case XCONV_CT_F64: memcpy(&v.re, p, 8); break;
+    case XCONV_CT_C64: { float t[2]; memcpy(t, p, 8); v.re = t[0], v.im = t[1]; break; }
+    default: { double t[2]; memcpy(t, p, 16); v.re = t[0], v.im = t[1]; break; }
+    }
+    return v;
+}
+
+static void ct_set(xconv_ctype ct, void *base, int64_t i, ctv v)
+{
+    char *p = (char *)base + i * (int64_t)xconv__ctype_size(ct);
+    switch (ct) {
+    case XCONV_CT_U32: { uint32_t t = (uint32_t)v.u; memcpy(p, &t, 4); break; }
+    case XCONV_CT_U64: memcpy(p, &v.u, 8); break;
+    case XCONV_CT_F32: { float t = (float)v.re; memcpy(p, &t, 4); break; }
+    case XCONV_CT_F64: memcpy(p, &v.re, 8); break;
+    case XCONV_CT_C64: { float t[2] = {(float)v.re, (float)v.im}; memcpy(p, t, 8); break; }
+    default: { double t[2] = {v.re, v.im}; memcpy(p, t, 16); break; }
+    }
+}
+
+/* Integers: full-range bits; floats: small integers (exact sums) or, when !exact, reals. */
+static ctv ct_gen(xconv_ctype ct, tu_rng *r, bool exact)
+{
+    ctv v = {tu_next(r), 0, 0};
+    if (exact) {
+        v.re = (double)tu_int(r, -4, 4);
+        v.im = (double)tu_int(r, -4, 4);
+    } else {
+        v.re = 2 * tu_unit(r) - 1;
+        v.im = 2 * tu_unit(r) - 1;
+    }
+    if (ct == XCONV_CT_F32 || ct == XCONV_CT_F64) v.im = 0;
+    return v;
+}
+
+/* Packs a strided ct matrix through the public packing calls of gemm.h. */
+static void *pack_matrix(const xconv_gemm_geom *g, const void *src, int64_t rs, int64_t cs,
+                         int64_t rows, int64_t k, bool is_a)
+{
+    size_t bytes = is_a ? xconv__gemm_packed_a_bytes(g, rows, k) : xconv__gemm_packed_b_bytes(g, k, rows);
+    void *dst = calloc(1, bytes + 64);
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t kk = 0; kk < k; kk++) {
+            const char *e = (const char *)src + (i * rs + kk * cs) * (int64_t)g->elem_bytes;
+            void *slot = is_a ? xconv__gemm_a_slot(g, dst, k, i, kk) : xconv__gemm_b_slot(g, dst, k, kk, i);
+            xconv__gemm_put(g, is_a ? g->mr : g->nr, e, slot, 1);
+        }
+    return dst;
+}
+
+/* One product C (m x n) += A (m x k) * B (k x n) checked against the triple loop.
+ * c_mode 0: C row-major with padded rows; 1: C column-major. g NULL: the general entry. */
+static void gemm_case(xconv_ctype ct, const xconv_gemm_geom *g, int64_t m, int64_t n, int64_t k,
+                      int c_mode, bool accumulate, tu_rng *r)
+{
+    const size_t es = xconv__ctype_size(ct);
+    const int64_t rs_a = k + 1, rs_b = 1, cs_b = k + 2; /* A row-major padded, B column-major */
+    const int64_t rs_c = c_mode ? 1 : n + 3, cs_c = c_mode ? m + 1 : 1;
+    const int64_t a_n = m * rs_a, b_n = n * cs_b, c_n = c_mode ? n * cs_c : m * rs_c;
+    void *a = calloc((size_t)a_n, es), *b = calloc((size_t)b_n, es), *c = calloc((size_t)c_n, es);
+    ctv *expect = calloc((size_t)(m * n), sizeof(ctv));
+    for (int64_t i = 0; i < a_n; i++) ct_set(ct, a, i, ct_gen(ct, r, true));
+    for (int64_t i = 0; i < b_n; i++) ct_set(ct, b, i, ct_gen(ct, r, true));
+    for (int64_t i = 0; i < c_n; i++) ct_set(ct, c, i, ct_gen(ct, r, true));
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            ctv s = accumulate ? ct_get(ct, c, i * rs_c + j * cs_c) : (ctv){0, 0, 0};
+            for (int64_t kk = 0; kk < k; kk++) {
+                ctv x = ct_get(ct, a, i * rs_a + kk), y = ct_get(ct, b, kk * rs_b + j * cs_b);
+                s.u += x.u * y.u;
+                s.re += x.re * y.re - x.im * y.im;
+                s.im += x.re * y.im + x.im * y.re;
+            }
+            expect[i * n + j] = s;
+        }
+    if (g) {
+        void *ap = pack_matrix(g, a, rs_a, 1, m, k, true);
+        void *bp = pack_matrix(g, b, cs_b, rs_b, n, k, false);
+        xconv__gemm_packed(CTX[2], g, m, n, k, ap, bp, c, rs_c, cs_c, accumulate);
+        free(ap);
+        free(bp);
+    } else {
+        void *ws = malloc(xconv__gemm_workspace_bytes(ct, m, n, k) + 1);
+        xconv__gemm(CTX[3], ct, m, n, k, a, rs_a, 1, b, rs_b, cs_b, c, rs_c, cs_c, accumulate, ws);
+        free(ws);
+    }
+    int64_t bad = 0;
+    const uint64_t mask = ct == XCONV_CT_U32 ? 0xFFFFFFFFull : ~0ull;
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            ctv got = ct_get(ct, c, i * rs_c + j * cs_c), want = expect[i * n + j];
+            bool ok = ct_is_int(ct) ? ((got.u ^ want.u) & mask) == 0
+                                    : got.re == want.re && got.im == want.im;
+            if (!ok && bad++ < 3)
+                fprintf(stderr, "  C[%" PRId64 ",%" PRId64 "] = %g%+gi (%" PRIu64 "), want %g%+gi (%" PRIu64 ")\n",
+                        i, j, got.re, got.im, got.u, want.re, want.im, want.u);
+        }
+    XT_CHECK(bad == 0, "gemm %s %s m%" PRId64 " n%" PRId64 " k%" PRId64 " c_mode%d acc%d: %" PRId64
+             " wrong", xconv__ctype_name(ct), g ? g->isa : "xconv__gemm", m, n, k, c_mode,
+             (int)accumulate, bad);
+    free(a), free(b), free(c), free(expect);
+}
+
+/* Real data: the same product on 1, 2 and 3 threads must agree bit for bit. */
+static void gemm_threads_case(xconv_ctype ct, int64_t m, int64_t n, int64_t k, tu_rng *r)
+{
+    const size_t es = xconv__ctype_size(ct);
+    void *a = malloc((size_t)(m * k) * es), *b = malloc((size_t)(k * n) * es);
+    for (int64_t i = 0; i < m * k; i++) ct_set(ct, a, i, ct_gen(ct, r, false));
+    for (int64_t i = 0; i < k * n; i++) ct_set(ct, b, i, ct_gen(ct, r, false));
+    void *ws = malloc(xconv__gemm_workspace_bytes(ct, m, n, k));
+    void *c[4];
+    for (int t = 1; t <= 3; t++) {
+        c[t] = malloc((size_t)(m * n) * es);
+        xconv__gemm(CTX[t], ct, m, n, k, a, k, 1, b, n, 1, c[t], n, 1, false, ws);
+    }
+    XT_CHECK(memcmp(c[1], c[2], (size_t)(m * n) * es) == 0 && memcmp(c[1], c[3], (size_t)(m * n) * es) == 0,
+             "gemm %s m%" PRId64 " n%" PRId64 " k%" PRId64 ": threads 1/2/3 differ",
+             xconv__ctype_name(ct), m, n, k);
+    for (int t = 1; t <= 3; t++) free(c[t]);
+    free(a), free(b), free(ws);
+}
+
+static void bench_gemm(xconv_ctype ct, int64_t s)
+{
+    const size_t es = xconv__ctype_size(ct);
+    tu_rng r = {7};
+    void *a = malloc((size_t)(s * s) * es), *b = malloc((size_t)(s * s) * es), *c = malloc((size_t)(s * s) * es);
+    for (int64_t i = 0; i < s * s; i++) ct_set(ct, a, i, ct_gen(ct, &r, false)), ct_set(ct, b, i, ct_gen(ct, &r, false));
+    void *ws = malloc(xconv__gemm_workspace_bytes(ct, s, s, s));
+    double best = 1e30;
+    for (int rep = 0; rep < 5; rep++) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        xconv__gemm(CTX[1], ct, s, s, s, a, s, 1, b, s, 1, c, s, 1, false, ws);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double dt = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        if (dt < best) best = dt;
+    }
+    const double flops = 2.0 * (double)s * (double)s * (double)s * (ct >= XCONV_CT_C64 ? 4 : 1);
+    printf("gemm %s %" PRId64 "^3, 1 thread, %s kernel: %.1f GFLOP/s (real flops)\n", xconv__ctype_name(ct), s,
+           xconv__gemm_geom(ct)->isa, flops / best * 1e-9);
+    free(a), free(b), free(c), free(ws);
+}
+
+static void test_gemm(void)
+{
+    static const char *const isas[] = {"generic", "avx2", "avx512"};
+    static const int64_t ms[] = {1, 5, 8, 13}, ns[] = {1, 7, 32, 45}, ks[] = {1, 3, 70, 600};
+    tu_rng r = {11};
+    for (int ct = 0; ct < XCONV_CT_COUNT; ct++) {
+        for (int v = 0; v < 3; v++) {
+            const xconv_gemm_geom *g = xconv__gemm_geom_isa((xconv_ctype)ct, isas[v]);
+            if (!g) continue;
+            for (int i = 0; i < 4; i++)
+                for (int j = 0; j < 4; j++)
+                    gemm_case((xconv_ctype)ct, g, ms[i], ns[j], ks[(i + j) % 4], (i + j) % 2, j % 2 == 1, &r);
+            gemm_case((xconv_ctype)ct, g, 37, 70, 600, 1, true, &r);
+        }
+        gemm_case((xconv_ctype)ct, NULL, 9, 33, 17, 0, true, &r);
+        gemm_case((xconv_ctype)ct, NULL, 70, 41, 300, 1, false, &r);
+        gemm_threads_case((xconv_ctype)ct, 70, 150, 530, &r);
+    }
+    bench_gemm(XCONV_CT_F32, 256);
+    bench_gemm(XCONV_CT_F64, 256);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* 2. Engines against cpu.ref                                                                */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef struct eng_case {
+    const char *name;
+    xconv_op op;
+    int d;
+    int64_t n, cin, cout, groups;
+    int64_t x[3], k[3], s[3], t[3], lo[3], hi[3], opad[3];
+    bool bias;
+} eng_case;
+
+#define CV XCONV_OP_CONV
+#define CT XCONV_OP_CONV_TRANSPOSE
+
+static const eng_case CASES[] = {
+    {"conv1d plain", CV, 1, 2, 3, 4, 1, {9}, {3}, {1}, {1}, {0}, {0}, {0}, false},
+    {"conv1d stride 2 dilation 2 asymmetric padding", CV, 1, 2, 3, 5, 1, {13}, {3}, {2}, {2}, {2}, {1}, {0}, true},
+    {"conv1d groups 3", CV, 1, 1, 6, 9, 3, {11}, {4}, {3}, {1}, {1}, {2}, {0}, false},
+    {"conv1d depthwise", CV, 1, 2, 5, 5, 5, {10}, {3}, {1}, {1}, {1}, {1}, {0}, true},
+    {"conv1d kernel wider than input with padding", CV, 1, 1, 2, 3, 1, {3}, {5}, {1}, {1}, {2}, {2}, {0}, true},
+    {"conv2d plain with bias", CV, 2, 2, 3, 5, 1, {7, 6}, {3, 2}, {1, 1}, {1, 1}, {1, 0}, {0, 1}, {0}, true},
+    {"conv2d strided dilated", CV, 2, 1, 2, 4, 1, {11, 9}, {3, 3}, {2, 3}, {2, 1}, {1, 0}, {2, 0}, {0}, false},
+    {"conv2d 1x1 groups 2 stride 2", CV, 2, 2, 4, 6, 2, {5, 6}, {1, 1}, {2, 1}, {1, 1}, {0, 0}, {0, 0}, {0}, true},
+    {"conv2d patch (kernel == stride)", CV, 2, 1, 3, 4, 1, {8, 8}, {4, 4}, {4, 4}, {1, 1}, {0, 0}, {0, 0}, {0}, true},
+    {"conv2d big reduction", CV, 2, 1, 16, 24, 1, {9, 10}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}, true},
+    {"conv3d mixed", CV, 3, 1, 2, 3, 1, {5, 4, 6}, {2, 3, 2}, {1, 2, 1}, {1, 1, 2}, {1, 0, 1}, {0, 1, 1}, {0}, true},
+    {"conv3d depthwise multiplier 2", CV, 3, 1, 4, 8, 4, {4, 3, 5}, {2, 2, 3}, {1, 1, 2}, {1, 1, 1}, {0, 1, 1}, {1, 0, 1}, {0}, false},
+    {"conv_transpose1d plain", CT, 1, 2, 3, 4, 1, {5}, {3}, {1}, {1}, {0}, {0}, {0}, false},
+    {"conv_transpose1d stride 3 dilation 2 output padding 2", CT, 1, 1, 2, 3, 1, {6}, {3}, {3}, {2}, {1}, {2}, {2}, true},
+    {"conv_transpose1d groups 2", CT, 1, 2, 6, 4, 2, {7}, {4}, {2}, {1}, {1}, {1}, {1}, true},
+    {"conv_transpose2d mixed", CT, 2, 2, 3, 4, 1, {4, 5}, {3, 2}, {2, 1}, {1, 2}, {1, 1}, {0, 1}, {1, 0}, true},
+    {"conv_transpose2d depthwise", CT, 2, 1, 4, 4, 4, {5, 4}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, false},
+    {"conv_transpose2d big reduction", CT, 2, 1, 16, 8, 1, {6, 6}, {4, 4}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, true},
+    {"conv_transpose3d mixed", CT, 3, 1, 2, 3, 1, {3, 4, 3}, {2, 2, 3}, {2, 1, 2}, {1, 2, 1}, {0, 1, 1}, {1, 0, 1}, {1, 0, 1}, true},
+    {"conv_transpose3d groups 3", CT, 3, 2, 3, 6, 3, {2, 3, 3}, {2, 1, 2}, {1, 1, 2}, {1, 1, 1}, {0, 0, 1}, {0, 0, 0}, {0, 0, 1}, false},
+};
+#define NCASES ((int)(sizeof CASES / sizeof CASES[0]))
+
+/* (x, y) dtype pairs: all 16 dtypes, then widened outputs. */
+static const xconv_dtype PAIRS[][2] = {
+    {XCONV_DTYPE_U8, XCONV_DTYPE_U8},         {XCONV_DTYPE_I8, XCONV_DTYPE_I8},
+    {XCONV_DTYPE_U16, XCONV_DTYPE_U16},       {XCONV_DTYPE_I16, XCONV_DTYPE_I16},
+    {XCONV_DTYPE_U32, XCONV_DTYPE_U32},       {XCONV_DTYPE_I32, XCONV_DTYPE_I32},
+    {XCONV_DTYPE_U64, XCONV_DTYPE_U64},       {XCONV_DTYPE_I64, XCONV_DTYPE_I64},
+    {XCONV_DTYPE_F8E4M3, XCONV_DTYPE_F8E4M3}, {XCONV_DTYPE_F8E5M2, XCONV_DTYPE_F8E5M2},
+    {XCONV_DTYPE_F16, XCONV_DTYPE_F16},       {XCONV_DTYPE_BF16, XCONV_DTYPE_BF16},
+    {XCONV_DTYPE_F32, XCONV_DTYPE_F32},       {XCONV_DTYPE_F64, XCONV_DTYPE_F64},
+    {XCONV_DTYPE_C64, XCONV_DTYPE_C64},       {XCONV_DTYPE_C128, XCONV_DTYPE_C128},
+    {XCONV_DTYPE_U8, XCONV_DTYPE_I32},        {XCONV_DTYPE_U8, XCONV_DTYPE_U64},
+    {XCONV_DTYPE_I8, XCONV_DTYPE_I16},        {XCONV_DTYPE_I8, XCONV_DTYPE_I64},
+    {XCONV_DTYPE_U16, XCONV_DTYPE_U32},       {XCONV_DTYPE_I32, XCONV_DTYPE_I64},
+    {XCONV_DTYPE_U32, XCONV_DTYPE_U64},       {XCONV_DTYPE_BF16, XCONV_DTYPE_F32},
+    {XCONV_DTYPE_F16, XCONV_DTYPE_F32},       {XCONV_DTYPE_F8E4M3, XCONV_DTYPE_F32},
+    {XCONV_DTYPE_F8E5M2, XCONV_DTYPE_F64},    {XCONV_DTYPE_F32, XCONV_DTYPE_F64},
+    {XCONV_DTYPE_C64, XCONV_DTYPE_C128},
+};
+#define NPAIRS ((int)(sizeof PAIRS / sizeof PAIRS[0]))
+
+enum { V_DENSE, V_PADDED, V_FLIPPED, V_BROADCAST, V_COUNT };
+static const char *const VIEW_NAMES[V_COUNT] = {"dense", "padded", "flipped", "broadcast"};
+
+/*
+ * A view of `shape` in a fresh buffer filled with canary 0xA5. padded: rows padded, the
+ * innermost step 2, an offset; flipped: padded with the dims of `flip` (a bit mask) walked
+ * backwards; broadcast (inputs only): padded with dim 0 at stride 0.
+ */
+static xconv_tensor make_view(xconv_dtype dt, int rank, const int64_t *shape, int view,
+                              unsigned flip, bool output)
+{
+    if (view == V_DENSE) return tu_alloc(dt, rank, shape, 0xA5);
+    xconv_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = dt;
+    t.rank = rank;
+    t.strided = true;
+    int64_t step = 2, lo = 5, hi = 0;
+    for (int d = rank - 1; d >= 0; d--) {
+        t.shape[d] = shape[d];
+        const bool neg = view == V_FLIPPED && ((flip >> d) & 1u);
+        const bool zero = view == V_BROADCAST && !output && d == 0;
+        t.strides[d] = zero ? 0 : neg ? -step : step;
+        const int64_t reach = (shape[d] > 0 ? shape[d] - 1 : 0) * step;
+        if (!zero) {
+            if (neg) lo += reach;
+            else hi += reach;
+        }
+        step = step * (shape[d] > 0 ? shape[d] : 1) + 3;
+    }
+    t.offset = lo;
+    t.buffer_bytes = (size_t)(lo + hi + 4) * xconv_dtype_size(dt);
+    t.data = malloc(t.buffer_bytes);
+    memset(t.data, 0xA5, t.buffer_bytes);
+    return t;
+}
+
+/* Every element slot of the buffer gets a random value of dt (gaps too: harmless). */
+static void fill_all(xconv_tensor *t, tu_rng *r)
+{
+    const int64_t es = (int64_t)xconv_dtype_size(t->dtype);
+    const int64_t slots = (int64_t)(t->buffer_bytes ? t->buffer_bytes : (size_t)(tu_numel(t->rank, t->shape) * es)) / es;
+    for (int64_t i = 0; i < slots; i++) tu_store(t->dtype, t->data, i, tu_gen_wide(r, t->dtype));
+}
+
+static size_t view_bytes(const xconv_tensor *t)
+{
+    return t->buffer_bytes ? t->buffer_bytes
+                           : (size_t)tu_numel(t->rank, t->shape) * xconv_dtype_size(t->dtype);
+}
+
+/* One ulp of a reduced-float y at |v| (0 for the others). */
+static double ulp_of(xconv_dtype dt, double v)
+{
+    if (tu_info(dt)->kind != TU_REDUCED) return 0.0;
+    tu_fmt f = tu_fmt_of(dt);
+    int e;
+    frexp(fabs(v), &e);
+    e -= 1;
+    if (e < 1 - f.bias) e = 1 - f.bias;
+    return ldexp(1.0, e - f.mbits);
+}
+
+/* Relative tolerance (of sum|x*w|) of a float y: f64 compute for f64/c128 outputs. */
+static double tol_of(xconv_dtype ydt)
+{
+    return ydt == XCONV_DTYPE_F64 || ydt == XCONV_DTYPE_C128 ? 1e-12 : 1e-5;
+}
+
+/* Compares y (engine) with yr (cpu.ref): elements exactly (integers) or within tolerance;
+ * every byte that is not an element must still hold the canary. Returns mismatches. */
+static int64_t compare_outputs(const tu_problem *p, const xconv_tensor *y, const xconv_tensor *yr,
+                               const double *mag, const char *label)
+{
+    const size_t bytes = view_bytes(y), es = xconv_dtype_size(y->dtype);
+    unsigned char *mask = calloc(1, bytes);
+    int64_t bad = 0, idx[XCONV_MAX_RANK], j[3];
+    const bool is_int = tu_is_int(y->dtype);
+    for (int64_t n = 0; n < p->n; n++)
+        for (int64_t c = 0; c < p->cout; c++)
+            for (j[0] = 0; j[0] < p->y[0]; j[0]++)
+                for (j[1] = 0; j[1] < p->y[1]; j[1]++)
+                    for (j[2] = 0; j[2] < p->y[2]; j[2]++) {
+                        tu_act_index(p->layout, p->d, n, c, j, idx);
+                        const int64_t off = tu_offset(y, idx);
+                        memset(mask + off * (int64_t)es, 1, es);
+                        tu_val a = tu_load(y->dtype, y->data, off), e = tu_load(y->dtype, yr->data, off);
+                        bool ok;
+                        if (is_int) {
+                            ok = tu_same(y->dtype, a, e);
+                        } else {
+                            const double m = mag[tu_ylin(p, n, c, j)] * tol_of(y->dtype);
+                            const double bre = m + ulp_of(y->dtype, fmax(fabs(a.re), fabs(e.re)));
+                            const double bim = m + ulp_of(y->dtype, fmax(fabs(a.im), fabs(e.im)));
+                            ok = fabs(a.re - e.re) <= bre && fabs(a.im - e.im) <= bim;
+                        }
+                        if (!ok && bad++ < 3)
+                            fprintf(stderr, "  %s: y[n%" PRId64 " c%" PRId64 " %" PRId64 ",%" PRId64 ",%" PRId64
+                                    "] = %.17g%+.17gi (%" PRIx64 "), cpu.ref %.17g%+.17gi (%" PRIx64 ")\n",
+                                    label, n, c, j[0], j[1], j[2], a.re, a.im, a.u, e.re, e.im, e.u);
+                    }
+    const unsigned char *yb = (const unsigned char *)y->data;
+    int64_t touched = 0;
+    for (size_t i = 0; i < bytes; i++) touched += !mask[i] && yb[i] != 0xA5;
+    if (touched) fprintf(stderr, "  %s: %" PRId64 " bytes outside y's elements written\n", label, touched);
+    free(mask);
+    return bad + touched;
+}
+
+/* The spatial dims of an activation in layout L, as a bit mask. */
+static unsigned spatial_mask(xconv_layout L, int d)
+{
+    unsigned m = 0;
+    for (int i = 0; i < d; i++) m |= 1u << (L == XCONV_LAYOUT_CHANNELS_FIRST ? 2 + i : 1 + i);
+    return m;
+}
+
+static int engines_compared;
+
+static void run_engine_case(const eng_case *c, xconv_layout L, xconv_dtype xdt, xconv_dtype ydt,
+                            int view, bool bias_in_y, const char *tag, tu_rng *r)
+{
+    tu_problem p;
+    memset(&p, 0, sizeof p);
+    p.op = c->op, p.d = c->d, p.layout = L, p.n = c->n, p.cin = c->cin, p.cout = c->cout;
+    p.groups = c->groups, p.has_bias = c->bias, p.xdt = xdt, p.ydt = ydt;
+    for (int i = 0; i < c->d; i++) {
+        p.x[i] = c->x[i], p.k[i] = c->k[i], p.stride[i] = c->s[i], p.dil[i] = c->t[i];
+        p.lo[i] = c->lo[i], p.hi[i] = c->hi[i], p.opad[i] = c->opad[i];
+    }
+    tu_problem_finish(&p);
+    int64_t xs[XCONV_MAX_RANK], ws[XCONV_MAX_RANK], bs[1], ys[XCONV_MAX_RANK];
+    tu_shapes(&p, xs, ws, bs, ys);
+    const int rank = c->d + 2;
+    const unsigned sp = spatial_mask(L, c->d);
+    xconv_tensor x = make_view(xdt, rank, xs, view, sp | 2u, false);
+    xconv_tensor w = make_view(xdt, rank, ws, view, 1u | (1u << (rank - 1)), false);
+    xconv_tensor b = make_view(bias_in_y ? ydt : xdt, 1, bs, view, 1u, false);
+    xconv_tensor yr = make_view(ydt, rank, ys, view, sp, true);
+    fill_all(&x, r), fill_all(&w, r), fill_all(&b, r);
+
+    char desc[200], label[320];
+    tu_describe(&p, desc, sizeof desc);
+    snprintf(label, sizeof label, "%s: %s, %s views%s", c->name, desc, VIEW_NAMES[view], tag);
+
+    xconv_error err;
+    const char *used;
+    xconv_status st = tu_conv(CTX[1], &p, &x, &w, &b, &yr, "cpu.ref", &used, &err);
+    XT_CHECK(st == XCONV_STATUS_OK, "%s [cpu.ref]: %s %s", label, xconv_status_name(st), err.description);
+    double *mag = NULL;
+    if (!tu_is_int(ydt)) {
+        tu_val *exact = malloc(sizeof(tu_val) * (size_t)tu_ycount(&p));
+        mag = malloc(sizeof(double) * (size_t)tu_ycount(&p));
+        tu_ref_conv(&p, &x, &w, &b, exact, mag);
+        free(exact);
+    }
+    for (int e = 0; st == XCONV_STATUS_OK && e < xconv_engine_count(); e++) {
+        const char *name = xconv_engine_name(e);
+        if (strcmp(name, "cpu.ref") == 0) continue;
+        xconv_tensor y[4];
+        for (int t = 1; t <= 3; t++) {
+            y[t] = yr;
+            y[t].data = malloc(view_bytes(&yr));
+            memset(y[t].data, 0xA5, view_bytes(&yr));
+            xconv_status se = tu_conv(CTX[t], &p, &x, &w, &b, &y[t], name, &used, &err);
+            if (se == XCONV_STATUS_UNSUPPORTED && t == 1 && strcmp(name, "cpu.im2col") != 0) {
+                free(y[1].data);
+                goto next_engine;
+            }
+            XT_CHECK(se == XCONV_STATUS_OK && used && strcmp(used, name) == 0,
+                     "%s [%s, %d threads]: %s %s", label, name, t, xconv_status_name(se), err.description);
+        }
+        engines_compared++;
+        {
+            char full[400];
+            snprintf(full, sizeof full, "%s [%s]", label, name);
+            int64_t bad = compare_outputs(&p, &y[1], &yr, mag, full);
+            XT_CHECK(bad == 0, "%s: %" PRId64 " elements differ from cpu.ref", full, bad);
+            const size_t nb = view_bytes(&yr);
+            XT_CHECK(memcmp(y[1].data, y[2].data, nb) == 0 && memcmp(y[1].data, y[3].data, nb) == 0,
+                     "%s: 1, 2 and 3 threads give different bits", full);
+        }
+        for (int t = 1; t <= 3; t++) free(y[t].data);
+    next_engine:;
+    }
+    free(mag);
+    free(x.data), free(w.data), free(b.data), free(yr.data);
+}
+
+static void test_engines(void)
+{
+    bool has_im2col = false;
+    for (int e = 0; e < xconv_engine_count(); e++)
+        has_im2col = has_im2col || strcmp(xconv_engine_name(e), "cpu.im2col") == 0;
+    XT_CHECK(has_im2col, "cpu.im2col is not in the engine table");
+
+    tu_rng r = {2024};
+    int combo = 0;
+    for (int ci = 0; ci < NCASES; ci++)
+        for (int li = 0; li < 2; li++)
+            for (int pi = 0; pi < NPAIRS; pi++, combo++) {
+                const xconv_layout L = li ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST;
+                run_engine_case(&CASES[ci], L, PAIRS[pi][0], PAIRS[pi][1], combo % V_COUNT,
+                                (combo / V_COUNT) % 2 == 1, "", &r);
+            }
+
+    /* A workspace budget of a few KiB: one channel and one panel of columns per tile, so
+     * the m tiles, column tiles across images and transpose accumulation over tiles run. */
+    static const int small_pairs[] = {5, 12, 15, 16, 23};
+    const int64_t saved = xconv__im2col_budget_bytes;
+    xconv__im2col_budget_bytes = 4096;
+    for (int ci = 0; ci < NCASES; ci++)
+        for (int li = 0; li < 2; li++)
+            for (int q = 0; q < 5; q++, combo++) {
+                const int pi = small_pairs[q];
+                const xconv_layout L = li ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST;
+                run_engine_case(&CASES[ci], L, PAIRS[pi][0], PAIRS[pi][1], combo % V_COUNT,
+                                combo % 2 == 1, ", tiny workspace budget", &r);
+            }
+    xconv__im2col_budget_bytes = saved;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* 3. im2col and col2im                                                                      */
+/* ---------------------------------------------------------------------------------------- */
+
+static xconv_params unfold_params(int d, xconv_layout L, const int64_t *s, const int64_t *t,
+                                  const int64_t *lo, const int64_t *hi)
+{
+    xconv_params q = xconv_params_init(XCONV_OP_CONV, d, L);
+    for (int i = 0; i < d; i++) q.stride[i] = s[i], q.dilation[i] = t[i], q.pad_lo[i] = lo[i], q.pad_hi[i] = hi[i];
+    return q;
+}
+
+/* Hand-derived 1-D cases (derivations in the comments), both layouts, i32. */
+static void test_unfold_hand(void)
+{
+    /* C=1, x = [1 2 3 4 5], K=3, stride 2, padding 1:1 -> Y = (5+2-3)/2 + 1 = 3; position y
+     * reads x[2y-1 .. 2y+1]: [0 1 2], [2 3 4], [4 5 0]. Each x[i] is read (2y + k - 1 = i) by
+     * 1, 2, 1, 2, 1 taps, so col2im(im2col(x)) = x * [1 2 1 2 1] = [1 4 3 8 5].
+     * C=2 (second channel 10x), K=2, dilation 2, padding 0:1 -> Y = 4; position y reads
+     * x[y], x[y+2]: channel 0 (1,3) (2,4) (3,5) (4,0); counts of x[i] (i = y + 2k): 1 1 2 2 1. */
+    static const struct {
+        const char *name;
+        int64_t c, k, s, t, lo, hi, y;
+        int32_t cf[16], cl[16], fold[10];
+    } H[] = {
+        {"1-D k3 s2 p1:1", 1, 3, 2, 1, 1, 1, 3,
+         {0, 2, 4, 1, 3, 5, 2, 4, 0}, {0, 1, 2, 2, 3, 4, 4, 5, 0}, {1, 4, 3, 8, 5}},
+        {"1-D c2 k2 d2 p0:1", 2, 2, 1, 2, 0, 1, 4,
+         {1, 2, 3, 4, 3, 4, 5, 0, 10, 20, 30, 40, 30, 40, 50, 0},
+         {1, 10, 3, 30, 2, 20, 4, 40, 3, 30, 5, 50, 4, 40, 0, 0},
+         {1, 2, 6, 8, 5, 10, 20, 60, 80, 50}},
+    };
+    for (int h = 0; h < 2; h++)
+        for (int li = 0; li < 2; li++) {
+            const xconv_layout L = li ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST;
+            const int64_t C = H[h].c, KC = H[h].k * C, Y = H[h].y;
+            int32_t xv[10], xl[10], cols[16], back[10];
+            for (int64_t c = 0; c < C; c++)
+                for (int i = 0; i < 5; i++) {
+                    xv[c * 5 + i] = (int32_t)((i + 1) * (c ? 10 : 1));
+                    xl[i * C + c] = xv[c * 5 + i];
+                }
+            const int64_t xs_cf[3] = {1, C, 5}, xs_cl[3] = {1, 5, C};
+            const int64_t cs_cf[3] = {1, KC, Y}, cs_cl[3] = {1, Y, KC};
+            xconv_tensor x = xconv_tensor_contiguous(XCONV_DTYPE_I32, 3, li ? xs_cl : xs_cf, li ? xl : xv);
+            xconv_tensor ct = xconv_tensor_contiguous(XCONV_DTYPE_I32, 3, li ? cs_cl : cs_cf, cols);
+            xconv_tensor y = xconv_tensor_contiguous(XCONV_DTYPE_I32, 3, li ? xs_cl : xs_cf, back);
+            xconv_params q = unfold_params(1, L, &H[h].s, &H[h].t, &H[h].lo, &H[h].hi);
+            xconv_error err;
+            xconv_status st = xconv_im2col(NULL, &q, &H[h].k, &x, &ct, &err);
+            XT_CHECK(st == XCONV_STATUS_OK, "im2col %s %s: %s %s", H[h].name, li ? "cl" : "cf",
+                     xconv_status_name(st), err.description);
+            XT_CHECK(memcmp(cols, li ? H[h].cl : H[h].cf, sizeof(int32_t) * (size_t)(KC * Y)) == 0,
+                     "im2col %s %s: wrong columns", H[h].name, li ? "channels_last" : "channels_first");
+            for (int t = 1; t <= 3; t++) {
+                memset(back, 0x5A, sizeof back);
+                st = xconv_col2im(CTX[t], &q, &H[h].k, &ct, &y, &err);
+                int32_t want[10];
+                for (int64_t c = 0; c < C; c++)
+                    for (int i = 0; i < 5; i++) want[li ? i * C + c : c * 5 + i] = H[h].fold[c * 5 + i];
+                XT_CHECK(st == XCONV_STATUS_OK && memcmp(back, want, sizeof(int32_t) * (size_t)(5 * C)) == 0,
+                         "col2im %s %s %d threads: %s %s", H[h].name, li ? "cl" : "cf", t,
+                         xconv_status_name(st), err.description);
+            }
+        }
+}
+
+/* Random unfold geometry: rank d, N, C, X, K, stride, dilation, padding with Y >= 1. */
+typedef struct unfold_geo {
+    int d;
+    xconv_layout L;
+    int64_t n, c, x[3], k[3], s[3], t[3], lo[3], hi[3], y[3], kk, l;
+} unfold_geo;
+
+static unfold_geo random_geo(tu_rng *r, int d, xconv_layout L)
+{
+    unfold_geo g;
+    memset(&g, 0, sizeof g);
+    g.d = d, g.L = L, g.n = tu_int(r, 1, 2), g.c = tu_int(r, 1, 3), g.kk = 1, g.l = 1;
+    for (int i = 0; i < d; i++) {
+        g.k[i] = tu_int(r, 1, 3), g.s[i] = tu_int(r, 1, 3), g.t[i] = tu_int(r, 1, 2);
+        g.lo[i] = tu_int(r, 0, 2), g.hi[i] = tu_int(r, 0, 2);
+        const int64_t span = g.t[i] * (g.k[i] - 1) + 1;
+        g.x[i] = tu_int(r, 1, d == 3 ? 5 : 9);
+        if (g.x[i] + g.lo[i] + g.hi[i] < span) g.x[i] = span;
+        g.y[i] = (g.x[i] + g.lo[i] + g.hi[i] - span) / g.s[i] + 1;
+        g.kk *= g.k[i], g.l *= g.y[i];
+    }
+    return g;
+}
+
+static void geo_shapes(const unfold_geo *g, int64_t *img, int64_t *cols)
+{
+    tu_act_shape(g->L, g->d, g->n, g->c, g->x, img);
+    const bool cl = g->L == XCONV_LAYOUT_CHANNELS_LAST;
+    cols[0] = g->n, cols[1] = cl ? g->l : g->c * g->kk, cols[2] = cl ? g->c * g->kk : g->l;
+}
+
+/* Sum over the elements of a (view) of a[i] * b[i] modulo 2^64, a and b the same shape. */
+static uint64_t dot_views(const xconv_tensor *a, const xconv_tensor *b)
+{
+    int64_t idx[XCONV_MAX_RANK] = {0};
+    uint64_t s = 0;
+    if (tu_numel(a->rank, a->shape) == 0) return 0;
+    do {
+        s += tu_load(a->dtype, a->data, tu_offset(a, idx)).u * tu_load(b->dtype, b->data, tu_offset(b, idx)).u;
+    } while (tu_next_index(a->rank, a->shape, idx));
+    return s;
+}
+
+/* <im2col(x), c> == <x, col2im(c)>, exact modulo 2^bits(y) in integers. */
+static void test_adjoint(void)
+{
+    static const xconv_dtype pairs[][2] = {{XCONV_DTYPE_U32, XCONV_DTYPE_U32},
+                                           {XCONV_DTYPE_I64, XCONV_DTYPE_I64},
+                                           {XCONV_DTYPE_U32, XCONV_DTYPE_U64},
+                                           {XCONV_DTYPE_I8, XCONV_DTYPE_I64}};
+    tu_rng r = {99};
+    for (int trial = 0; trial < 96; trial++) {
+        const xconv_dtype cdt = pairs[trial % 4][0], ydt = pairs[trial % 4][1];
+        const int d = 1 + trial / 4 % 3;
+        const xconv_layout L = trial / 12 % 2 ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST;
+        const int view = trial / 24 % V_COUNT, threads = 1 + trial % 3;
+        unfold_geo g = random_geo(&r, d, L);
+        int64_t is[XCONV_MAX_RANK], cs[3];
+        geo_shapes(&g, is, cs);
+        xconv_tensor x = make_view(cdt, d + 2, is, view, spatial_mask(L, d), false);
+        xconv_tensor cx = make_view(cdt, 3, cs, view == V_BROADCAST ? V_PADDED : view, 6u, true);
+        xconv_tensor c = make_view(cdt, 3, cs, view, 4u, false);
+        xconv_tensor y = make_view(ydt, d + 2, is, view == V_BROADCAST ? V_FLIPPED : view, spatial_mask(L, d), true);
+        fill_all(&x, &r), fill_all(&c, &r);
+        xconv_params q = unfold_params(d, L, g.s, g.t, g.lo, g.hi);
+        xconv_error e1, e2;
+        xconv_status s1 = xconv_im2col(CTX[threads], &q, g.k, &x, &cx, &e1);
+        xconv_status s2 = xconv_col2im(CTX[threads], &q, g.k, &c, &y, &e2);
+        char label[160];
+        snprintf(label, sizeof label, "adjoint trial %d: %dd %s %s->%s %s views", trial, d,
+                 L ? "channels_last" : "channels_first", tu_info(cdt)->name, tu_info(ydt)->name, VIEW_NAMES[view]);
+        XT_CHECK(s1 == XCONV_STATUS_OK && s2 == XCONV_STATUS_OK, "%s: %s %s / %s %s", label,
+                 xconv_status_name(s1), e1.description, xconv_status_name(s2), e2.description);
+        if (s1 == XCONV_STATUS_OK && s2 == XCONV_STATUS_OK) {
+            const uint64_t mask = tu_mask(tu_info(ydt)->bits);
+            const uint64_t lhs = dot_views(&cx, &c) & mask, rhs = dot_views(&x, &y) & mask;
+            XT_CHECK(lhs == rhs, "%s: <im2col(x), c> %" PRIu64 " != <x, col2im(c)> %" PRIu64, label, lhs, rhs);
+        }
+        free(x.data), free(cx.data), free(c.data), free(y.data);
+    }
+}
+
+/* conv(x, w) == W * im2col(x): the columns from the library, the product by a naive loop
+ * here, the convolution by the planner and by every engine forced by name. */
+static void test_conv_is_gemm(void)
+{
+    static const xconv_dtype dts[] = {XCONV_DTYPE_I32, XCONV_DTYPE_F64, XCONV_DTYPE_U8};
+    tu_rng r = {5150};
+    for (int trial = 0; trial < 36; trial++) {
+        const xconv_dtype dt = dts[trial % 3];
+        const int d = 1 + trial / 3 % 3;
+        const xconv_layout L = trial / 9 % 2 ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST;
+        unfold_geo g = random_geo(&r, d, L);
+        const int64_t cout = tu_int(&r, 1, 4);
+        int64_t is[XCONV_MAX_RANK], cs[3], ws[XCONV_MAX_RANK], ys[XCONV_MAX_RANK];
+        geo_shapes(&g, is, cs);
+        tu_w_shape(XCONV_OP_CONV, L, d, g.c, cout, 1, g.k, ws);
+        tu_act_shape(L, d, g.n, cout, g.y, ys);
+        xconv_tensor x = tu_alloc(dt, d + 2, is, 0), cols = tu_alloc(dt, 3, cs, 0);
+        xconv_tensor w = tu_alloc(dt, d + 2, ws, 0), y = tu_alloc(dt, d + 2, ys, 0xA5);
+        tu_fill(&x, &r, dt == XCONV_DTYPE_F64 ? tu_gen_small : tu_gen_wide);
+        tu_fill(&w, &r, dt == XCONV_DTYPE_F64 ? tu_gen_small : tu_gen_wide);
+        xconv_params q = unfold_params(d, L, g.s, g.t, g.lo, g.hi);
+        xconv_error err;
+        xconv_status st = xconv_im2col(NULL, &q, g.k, &x, &cols, &err);
+        XT_CHECK(st == XCONV_STATUS_OK, "conv==gemm trial %d: im2col %s", trial, err.description);
+        /* W is w flattened row-major: [Cout, C*KK] (channels-first, row c*KK + k) or
+         * [Cout, KK*C] (channels-last, column k*C + c) — exactly the cols orderings. */
+        const int64_t red = g.c * g.kk, ny = tu_numel(d + 2, ys);
+        tu_val *want = calloc((size_t)ny, sizeof(tu_val));
+        for (int64_t n = 0; n < g.n; n++)
+            for (int64_t o = 0; o < cout; o++)
+                for (int64_t p = 0; p < g.l; p++) {
+                    tu_val acc = {0, 0, 0};
+                    for (int64_t rr = 0; rr < red; rr++) {
+                        tu_val a = tu_load(dt, w.data, o * red + rr);
+                        tu_val b = tu_load(dt, cols.data, L ? (n * g.l + p) * red + rr : (n * red + rr) * g.l + p);
+                        acc.u += a.u * b.u;
+                        acc.re += a.re * b.re;
+                    }
+                    want[L ? (n * g.l + p) * cout + o : (n * cout + o) * g.l + p] = acc;
+                }
+        xconv_params cq = q;
+        for (int e = -1; e < xconv_engine_count(); e++) {
+            const char *forced = e < 0 ? NULL : xconv_engine_name(e), *used = NULL;
+            xconv_plan_options o = {.engine = forced};
+            memset(y.data, 0xA5, y.buffer_bytes);
+            st = xconv_conv(CTX[1 + trial % 3], &cq, &x, &w, NULL, &y, &o, &used, &err);
+            if (st == XCONV_STATUS_UNSUPPORTED && forced && strcmp(forced, "cpu.im2col") != 0 &&
+                strcmp(forced, "cpu.ref") != 0)
+                continue;
+            int64_t bad = 0;
+            for (int64_t i = 0; st == XCONV_STATUS_OK && i < ny; i++)
+                bad += !tu_same(dt, tu_load(dt, y.data, i), tu_round_to(dt, want[i]));
+            XT_CHECK(st == XCONV_STATUS_OK && bad == 0, "conv==gemm trial %d (%dd %s %s, engine %s): %s, %" PRId64
+                     " of %" PRId64 " wrong", trial, d, L ? "cl" : "cf", tu_info(dt)->name,
+                     used ? used : "(planner)", err.description, bad, ny);
+        }
+        free(want), free(x.data), free(cols.data), free(w.data), free(y.data);
+    }
+}
+
+/* A few argument checks of im2col/col2im: status, parameter, and the output untouched. */
+static void test_unfold_errors(void)
+{
+    int32_t xb[2 * 3 * 5], cb[64], yb[64];
+    const int64_t xs[3] = {2, 3, 5}, cs[3] = {2, 9, 3}, k3 = 3;
+    xconv_tensor x0 = xconv_tensor_contiguous(XCONV_DTYPE_I32, 3, xs, xb);
+    xconv_tensor c0 = xconv_tensor_contiguous(XCONV_DTYPE_I32, 3, cs, cb);
+    xconv_params q0 = xconv_params_init(XCONV_OP_CONV, 1, XCONV_LAYOUT_CHANNELS_FIRST);
+    for (int row = 0; row < 13; row++) {
+        xconv_params q = q0;
+        xconv_tensor x = x0, c = c0;
+        int64_t k = k3;
+        const char *param = "", *what = "";
+        xconv_status want = XCONV_STATUS_INVALID_ARGUMENT;
+        switch (row) {
+        case 0: q.groups = 2, param = "groups", what = "groups 2"; break;
+        case 1: q.output_padding[0] = 1, param = "output_padding[0]", what = "output padding"; break;
+        case 2: k = 0, param = "kernel[0]", what = "kernel"; break;
+        case 3: k = 7, param = "x.shape[2]", what = "input too small for kernel"; break;
+        case 4: c.shape[1] = 8, param = "cols.shape[1]", what = "cols.shape[1] 8"; break;
+        case 5: c.dtype = XCONV_DTYPE_I64, c.data = yb, c.shape[0] = 1, c.shape[1] = 9, param = "cols.shape[0]", what = "cols.shape[0]"; break;
+        case 6: c.dtype = XCONV_DTYPE_U32, param = "cols.dtype", what = "cols.dtype u32"; break;
+        case 7: c.data = xb, param = "cols.data", what = "overlaps"; break;
+        case 8: x.device = XCONV_DEVICE_CUDA, c.device = XCONV_DEVICE_CUDA, want = XCONV_STATUS_UNSUPPORTED, param = "x.device", what = "cpu"; break;
+        case 9: x.data = NULL, param = "x.data", what = "null"; break;
+        case 10: q.spatial_rank = 4, param = "spatial_rank", what = "spatial rank 4"; break;
+        case 11: c.strided = true, c.strides[0] = 27, c.strides[1] = 3, c.strides[2] = 1, c.buffer_bytes = 4 * 50,
+                 param = "cols.buffer_bytes", what = "buffer_bytes"; break;
+        default: q.stride[0] = 0, param = "stride[0]", what = "stride 0"; break;
+        }
+        memset(cb, 0x5A, sizeof cb);
+        memset(yb, 0x5A, sizeof yb);
+        xconv_error err;
+        xconv_status st = xconv_im2col(NULL, &q, &k, &x, &c, &err);
+        XT_CHECK(st == want && strcmp(err.parameter, param) == 0 && strstr(err.description, what) &&
+                     tu_all_bytes(cb, sizeof cb, 0x5A) && tu_all_bytes(yb, sizeof yb, 0x5A),
+                 "im2col error row %d: got %s [%s] \"%s\", want %s [%s] \"...%s...\"", row,
+                 xconv_status_name(st), err.parameter, err.description, xconv_status_name(want), param, what);
+    }
+    /* col2im: y narrower than cols is not a widening. */
+    xconv_tensor c = xconv_tensor_contiguous(XCONV_DTYPE_I32, 3, cs, cb);
+    xconv_tensor y = xconv_tensor_contiguous(XCONV_DTYPE_I16, 3, xs, yb);
+    memset(yb, 0x5A, sizeof yb);
+    xconv_error err;
+    xconv_status st = xconv_col2im(NULL, &q0, &k3, &c, &y, &err);
+    XT_CHECK(st == XCONV_STATUS_INVALID_ARGUMENT && strcmp(err.parameter, "y.dtype") == 0 &&
+                 tu_all_bytes(yb, sizeof yb, 0x5A) && strstr(err.operation, "xconv_col2im(1-D)"),
+             "col2im i32 -> i16: got %s [%s] %s (%s)", xconv_status_name(st), err.parameter,
+             err.description, err.operation);
+    /* N = 0 is valid and writes nothing. */
+    const int64_t x0s[3] = {0, 3, 5}, c0s[3] = {0, 9, 3};
+    xconv_tensor xe = xconv_tensor_contiguous(XCONV_DTYPE_I32, 3, x0s, NULL);
+    xconv_tensor ce = xconv_tensor_contiguous(XCONV_DTYPE_I32, 3, c0s, NULL);
+    st = xconv_im2col(NULL, &q0, &k3, &xe, &ce, &err);
+    XT_CHECK(st == XCONV_STATUS_OK, "im2col N=0: %s %s", xconv_status_name(st), err.description);
+    st = xconv_col2im(NULL, &q0, &k3, &ce, &xe, &err);
+    XT_CHECK(st == XCONV_STATUS_OK, "col2im N=0: %s %s", xconv_status_name(st), err.description);
+}
+
+int main(void)
+{
+    for (int t = 1; t <= 3; t++) {
+        xconv_context_options o = {.threads = t};
+        xconv_error err;
+        if (xconv_context_create(&o, &CTX[t], &err) != XCONV_STATUS_OK) {
+            fprintf(stderr, "context: %s\n", err.description);
+            return 1;
+        }
+    }
+    test_gemm();
+    test_unfold_hand();
+    test_adjoint();
+    test_conv_is_gemm();
+    test_unfold_errors();
+    test_engines();
+    printf("engine comparisons against cpu.ref: %d\n", engines_compared);
+    for (int t = 1; t <= 3; t++) xconv_context_destroy(CTX[t]);
+    return xt_finish("test_im2col");
+}
