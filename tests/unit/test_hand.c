@@ -51,6 +51,13 @@ static const hand_case CASES[] = {
      .dil = {2}, .lo = {2}, .hi = {1},
      XV(1, 2, 3, 4, 5), WV(2, 3), BV(10), YV(13, 21, 31)},
 
+    /* Y = floor((3 + 2 + 0 - 2*2 - 1) / 1) + 1 = 1, and the low padding (2) covers more
+     * positions than there are outputs: tap 0 reads x[-2] = 0, tap 1 x[0], tap 2 x[2]:
+     * 5*1 + 6*3 = 23. */
+    {.name = "conv1d padding wider than the output", .op = CONV, .d = 1, .written = CF, .n = 1,
+     .cin = 1, .cout = 1, .groups = 1, .x = {3}, .k = {3}, .y = {1}, .dil = {2}, .lo = {2},
+     XV(1, 2, 3), WV(4, 5, 6), YV(23)},
+
     /* groups 2: y0 reads x channels 0,1 with w[0]; y1 reads channels 2,3 with w[1].
      * y0[0] = (1*1 + 2*-1) + (0*2 + 1*0) = -1, y0[1] = (2 - 3) + (1*2 + -1*0) = 1; +5 -> 4, 6.
      * y1[0] = (2*0 + 0*1) + (1*3 + 1*-2) = 1, y1[1] = (0 + 1) + (3 - 2) = 2; -5 -> -4, -3. */
@@ -127,6 +134,12 @@ static const hand_case CASES[] = {
      .op = CONVT, .d = 1, .written = CF, .n = 1, .cin = 1, .cout = 1, .groups = 1, .x = {3},
      .k = {2}, .y = {5}, .stride = {2}, .dil = {2}, .lo = {1}, .hi = {2}, .opad = {1},
      XV(1, 2, 3), WV(5, 7), BV(-1), YV(-1, 16, -1, 28, -1)},
+
+    /* Y = 1 - 2 + 2 + 1 = 2; j + 2 = i + k: j=0 from (0,2), (1,1): 1*6 + 2*5 = 16;
+     * j=1 from (1,2): 2*6 = 12. Padding 2 drops the first two positions of the full output. */
+    {.name = "conv_transpose1d padding wider than the input", .op = CONVT, .d = 1, .written = CF,
+     .n = 1, .cin = 1, .cout = 1, .groups = 1, .x = {2}, .k = {3}, .y = {2}, .lo = {2},
+     XV(1, 2), WV(4, 5, 6), YV(16, 12)},
 
     /* groups 2, w [Cin 2, Cout/g 2, K 2]; y[2G+o][j] = sum_{i+k=j} x[G][i] w[G][o][k].
      * G0 x=(1,2): w(1,1) -> 1,3,2; w(2,0) -> 2,4,0. G1 x=(3,-1): w(0,1) -> 0,3,-1;
