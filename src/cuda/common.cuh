@@ -35,6 +35,10 @@ xconv_status xconv__cuda_launch_status(const char *engine, xconv_error *err);
 /* The compute capability (major*10 + minor) of a device, 0 when it cannot be read. */
 int xconv__cuda_device_cc(int device);
 
+/* cuda.generic's run (generic.cu), for engines that find out at run time (pointer alignment)
+ * that their fast path does not apply. */
+xconv_status xconv__cuda_generic_run(const xconv_exec *e, xconv_error *err);
+
 /* The number of multiprocessors of a device, at least 1. */
 int xconv__cuda_device_sms(int device);
 

@@ -122,7 +122,9 @@ size_t generic_workspace_bytes(const xconv_canon *) { return 0; }
 /* Far above the tensor-core engines, below nothing: the CUDA fallback. */
 double generic_cost(const xconv_canon *p) { return 4.0 * p->flops + 1e5; }
 
-xconv_status generic_run(const xconv_exec *e, xconv_error *err)
+} /* namespace */
+
+xconv_status xconv__cuda_generic_run(const xconv_exec *e, xconv_error *err)
 {
     const xconv_canon *p = e->p;
     const int64_t total = p->n * p->cout * xconv__prod3(p->y_size);
@@ -143,9 +145,7 @@ xconv_status generic_run(const xconv_exec *e, xconv_error *err)
     return st;
 }
 
-} /* namespace */
-
 extern "C" const xconv_engine xconv__engine_cuda_generic = {
     "cuda.generic", XCONV_DEVICE_CUDA, generic_supports, generic_workspace_bytes, generic_cost,
-    generic_run,
+    xconv__cuda_generic_run,
 };

@@ -1,0 +1,311 @@
+/*
+ * igemm.cu — "cuda.igemm_tc": implicit-GEMM convolution on the tensor cores (mma.sync) for
+ * channels-last conv with bf16 / f16 inputs (f32 accumulate) and i8 / u8 inputs (s32
+ * accumulate, which is exact modulo 2^32: the wrapping u32 arithmetic of DESIGN.md §2 when
+ * y has at most 32 bits).
+ *
+ * GEMM view per group: M = N * prod(Y) output positions, N = cout_g, K = prod(K) * cin_g,
+ *   A[m, (tap, c)] = x[n(m), Y(m)*s + tap*t - lo, c]   (0 outside x: padding)
+ *   B[(tap, c), o] = w[g, o, c, tap]
+ * Channels-last puts c innermost in both x and w, so every 16-byte piece of an A or B row is
+ * 8 (16) consecutive channels of one tap: cp.async moves them to shared memory directly, and
+ * ldmatrix feeds mma.sync. No column buffer is materialized.
+ *
+ * Block tile 128 x 128 x 64 bytes of K (32 bf16 / 64 int8), 4-stage cp.async pipeline,
+ * 8 warps each computing 64 x 32. The epilogue adds the bias and rounds once to y's dtype
+ * through the shared device conversions, for any y strides.
+ */
+#include "cuda/common.cuh"
+
+#include <stdint.h>
+
+using namespace xconv_cuda;
+
+namespace {
+
+constexpr int BM = 128, BN = 128, BKB = 64 /* bytes of K per stage row */, STAGES = 4;
+constexpr int THREADS = 256;
+constexpr int TILE_BYTES = BM * BKB;                 /* A and B tiles are the same size */
+constexpr int SMEM_BYTES = STAGES * 2 * TILE_BYTES;  /* 64 KiB */
+
+enum class kind { bf16, f16, s8, u8 };
+
+template <kind K> struct traits;
+template <> struct traits<kind::bf16> { using acc = float; static constexpr int esize = 2; };
+template <> struct traits<kind::f16> { using acc = float; static constexpr int esize = 2; };
+template <> struct traits<kind::s8> { using acc = int32_t; static constexpr int esize = 1; };
+template <> struct traits<kind::u8> { using acc = int32_t; static constexpr int esize = 1; };
+
+/* One m16n8 tile's worth of K (32 bytes) on the tensor cores: d += a * b. */
+template <kind K> __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
+template <kind K> __device__ __forceinline__ void mma(int32_t (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
+
+template <> __device__ __forceinline__ void mma<kind::bf16>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <> __device__ __forceinline__ void mma<kind::f16>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+/* No .satfinite: the s32 sums wrap, which is the exact result modulo 2^32. */
+template <> __device__ __forceinline__ void mma<kind::s8>(int32_t (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <> __device__ __forceinline__ void mma<kind::u8>(int32_t (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+/* 16 bytes global -> shared, zero-filled when !valid (padding, tails). */
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+/* A tile row holds 4 chunks of 16 bytes; XOR-swizzling the chunk with row bits 1-2 puts the
+ * 8 rows an ldmatrix phase reads on 8 distinct bank groups. */
+__device__ __forceinline__ int swz(int row, int chunk) { return row * BKB + ((chunk ^ ((row >> 1) & 3)) << 4); }
+
+template <kind K>
+__global__ void __launch_bounds__(THREADS)
+igemm_kernel(const xconv_canon p, const char *__restrict__ x, const char *__restrict__ w,
+             const char *__restrict__ bias, char *__restrict__ y)
+{
+    using acc_t = typename traits<K>::acc;
+    constexpr int ES = traits<K>::esize;
+    constexpr int EPC = 16 / ES;                     /* elements per 16-byte chunk */
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int warp_m = warp >> 2, warp_n = warp & 3; /* 2 x 4 warps: 64 x 32 each */
+    const int64_t g = blockIdx.z;
+    const int64_t Y0 = p.y_size[0], Y1 = p.y_size[1], Y2 = p.y_size[2];
+    const int64_t M = p.n * Y0 * Y1 * Y2;
+    const int64_t m0 = (int64_t)blockIdx.x * BM;
+    const int64_t o0 = (int64_t)blockIdx.y * BN;
+    const int kvol = (int)(p.k_size[0] * p.k_size[1] * p.k_size[2]);
+    const int cchunks = (int)((p.cin_g * ES + BKB - 1) / BKB);
+    const int KT = kvol * cchunks;
+
+    /* This thread's two A rows and two B rows (row = tid/4 + 64*i), and its 16-byte chunk. */
+    const int chunk = tid & 3;
+    int64_t a_base[2];
+    int a_q[2][3];
+    bool a_ok[2];
+    int64_t b_base[2];
+    bool b_ok[2];
+    for (int i = 0; i < 2; i++) {
+        const int row = (tid >> 2) + 64 * i;
+        const int64_t m = m0 + row;
+        a_ok[i] = m < M;
+        int64_t r = a_ok[i] ? m : 0;
+        const int64_t j2 = r % Y2; r /= Y2;
+        const int64_t j1 = r % Y1; r /= Y1;
+        const int64_t j0 = r % Y0;
+        const int64_t n = r / Y0;
+        a_q[i][0] = (int)(j0 * p.stride[0] - p.pad_lo[0]);
+        a_q[i][1] = (int)(j1 * p.stride[1] - p.pad_lo[1]);
+        a_q[i][2] = (int)(j2 * p.stride[2] - p.pad_lo[2]);
+        a_base[i] = p.x_off + n * p.x_sn + g * p.cin_g * p.x_sc;
+        const int64_t o = o0 + row;
+        b_ok[i] = o < p.cout_g;
+        b_base[i] = p.w_off + g * p.w_sg + (b_ok[i] ? o : 0) * p.w_so;
+    }
+
+    auto load_stage = [&](int stage, int kt) {
+        const int tap = kt / cchunks;
+        const int c = (kt - tap * cchunks) * (BKB / ES) + chunk * EPC; /* first channel */
+        const int k2 = tap % (int)p.k_size[2];
+        const int k1 = (tap / (int)p.k_size[2]) % (int)p.k_size[1];
+        const int k0 = tap / (int)(p.k_size[2] * p.k_size[1]);
+        const bool c_ok = c < p.cin_g;
+        unsigned char *sa = smem + stage * 2 * TILE_BYTES;
+        unsigned char *sb = sa + TILE_BYTES;
+        const int64_t w_tap = k0 * p.w_sk[0] + k1 * p.w_sk[1] + k2 * p.w_sk[2] + c;
+        for (int i = 0; i < 2; i++) {
+            const int row = (tid >> 2) + 64 * i;
+            const int q0 = a_q[i][0] + k0 * (int)p.dil[0];
+            const int q1 = a_q[i][1] + k1 * (int)p.dil[1];
+            const int q2 = a_q[i][2] + k2 * (int)p.dil[2];
+            const bool ok = a_ok[i] && c_ok && q0 >= 0 && q0 < p.x_size[0] && q1 >= 0 &&
+                            q1 < p.x_size[1] && q2 >= 0 && q2 < p.x_size[2];
+            const char *src = ok ? x + (a_base[i] + q0 * p.x_ss[0] + q1 * p.x_ss[1] + q2 * p.x_ss[2] + c) * ES : x;
+            cp_async16(smem_addr(sa + swz(row, chunk)), src, ok);
+            const bool okb = b_ok[i] && c_ok;
+            const char *srcb = okb ? w + (b_base[i] + w_tap) * ES : w;
+            cp_async16(smem_addr(sb + swz(row, chunk)), srcb, okb);
+        }
+    };
+
+    acc_t acc[4][4][4];
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 4; b++)
+            for (int c = 0; c < 4; c++) acc[a][b][c] = 0;
+
+    for (int s = 0; s < STAGES - 1; s++) {
+        if (s < KT) load_stage(s, s);
+        cp_async_commit();
+    }
+
+    for (int kt = 0; kt < KT; kt++) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        {
+            const int nk = kt + STAGES - 1;
+            if (nk < KT) load_stage(nk % STAGES, nk);
+            cp_async_commit();
+        }
+        const unsigned char *sa = smem + (kt % STAGES) * 2 * TILE_BYTES;
+        const unsigned char *sb = sa + TILE_BYTES;
+#pragma unroll
+        for (int ks = 0; ks < 2; ks++) { /* two 32-byte steps of K per stage */
+            uint32_t af[4][4], bfr[2][4];
+#pragma unroll
+            for (int mt = 0; mt < 4; mt++) {
+                const int row = warp_m * 64 + mt * 16 + (lane & 15);
+                ldmatrix_x4(af[mt], smem_addr(sa + swz(row, ks * 2 + (lane >> 4))));
+            }
+#pragma unroll
+            for (int np = 0; np < 2; np++) {
+                const int row = warp_n * 32 + np * 16 + (lane & 7) + ((lane >> 4) << 3);
+                ldmatrix_x4(bfr[np], smem_addr(sb + swz(row, ks * 2 + ((lane >> 3) & 1))));
+            }
+#pragma unroll
+            for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+                for (int nt = 0; nt < 4; nt++)
+                    mma<K>(acc[mt][nt], af[mt], bfr[nt >> 1][(nt & 1) * 2], bfr[nt >> 1][(nt & 1) * 2 + 1]);
+        }
+    }
+    cp_async_wait<0>();
+
+    /* Epilogue: bias, one rounding to y's dtype, any y strides. */
+#pragma unroll
+    for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int64_t m = m0 + warp_m * 64 + mt * 16 + (lane >> 2) + 8 * h;
+            if (m >= M) continue;
+            int64_t r = m;
+            const int64_t j2 = r % Y2; r /= Y2;
+            const int64_t j1 = r % Y1; r /= Y1;
+            const int64_t j0 = r % Y0;
+            const int64_t n = r / Y0;
+            const int64_t ybase = p.y_off + n * p.y_sn + j0 * p.y_ss[0] + j1 * p.y_ss[1] + j2 * p.y_ss[2];
+#pragma unroll
+            for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int64_t o = o0 + warp_n * 32 + nt * 8 + (lane & 3) * 2 + e;
+                    if (o >= p.cout_g) continue;
+                    const int64_t co = g * p.cout_g + o;
+                    const acc_t v = acc[mt][nt][h * 2 + e];
+                    if constexpr (sizeof(acc_t) == 4 && K != kind::bf16 && K != kind::f16) {
+                        uint32_t u = (uint32_t)v;
+                        if (bias) u += ops<uint32_t>::load(p.bias_dtype, bias, p.b_off + co * p.b_s);
+                        store_int(p.y_dtype, y, ybase + co * p.y_sc, u);
+                    } else {
+                        float f = v;
+                        if (bias) f += load_f32(p.bias_dtype, bias, p.b_off + co * p.b_s);
+                        store_f32(p.y_dtype, y, ybase + co * p.y_sc, f);
+                    }
+                }
+        }
+}
+
+bool aligned16(int64_t elems, int es) { return (elems * es) % 16 == 0; }
+
+bool igemm_supports(const xconv_canon *p, const char **why_not)
+{
+    if (p->device != XCONV_DEVICE_CUDA) return *why_not = "cuda.igemm_tc runs on cuda tensors only", false;
+    if (p->op != XCONV_OP_CONV) return *why_not = "cuda.igemm_tc runs conv only", false;
+    const xconv_dtype d = p->x_dtype;
+    const bool half = d == XCONV_DTYPE_BF16 || d == XCONV_DTYPE_F16;
+    const bool byte = d == XCONV_DTYPE_I8 || d == XCONV_DTYPE_U8;
+    if (!half && !byte) return *why_not = "cuda.igemm_tc takes bf16, f16, i8 and u8 inputs", false;
+    if (half && p->ct != XCONV_CT_F32) return *why_not = "cuda.igemm_tc accumulates in f32 (y f64 computes in f64)", false;
+    if (byte && p->ct != XCONV_CT_U32) return *why_not = "cuda.igemm_tc accumulates modulo 2^32 (y wider than 32 bits)", false;
+    const int es = half ? 2 : 1;
+    if (p->x_sc != 1 || p->w_si != 1) return *why_not = "cuda.igemm_tc needs channels contiguous in x and w (channels-last)", false;
+    if ((p->cin_g * es) % 16) return *why_not = "cuda.igemm_tc needs cin/groups a multiple of 16 bytes", false;
+    const int64_t xs[] = {p->x_off, p->x_sn, p->x_ss[0], p->x_ss[1], p->x_ss[2], p->cin_g,
+                          p->w_off, p->w_sg, p->w_so, p->w_sk[0], p->w_sk[1], p->w_sk[2]};
+    for (int64_t v : xs)
+        if (!aligned16(v, es)) return *why_not = "cuda.igemm_tc needs 16-byte aligned x and w rows", false;
+    for (int i = 0; i < 3; i++) {
+        /* input coordinates are kept in 32 bits */
+        if (p->x_size[i] > (1 << 30) || p->y_size[i] * p->stride[i] > (1 << 30) ||
+            p->k_size[i] * p->dil[i] > (1 << 30) || p->pad_lo[i] > (1 << 30))
+            return *why_not = "cuda.igemm_tc keeps spatial coordinates in 32 bits", false;
+    }
+    if (p->k_size[0] * p->k_size[1] * p->k_size[2] * ((p->cin_g * es + BKB - 1) / BKB) > INT32_MAX)
+        return *why_not = "cuda.igemm_tc: reduction too long", false;
+    if (p->groups > 65535 || (p->cout_g + BN - 1) / BN > 65535)
+        return *why_not = "cuda.igemm_tc: too many groups or output channels for its grid", false;
+    if (xconv__cuda_device_cc(p->device_index) < 80)
+        return *why_not = "cuda.igemm_tc needs a gpu of compute capability 8.0 or newer", false;
+    return true;
+}
+
+size_t igemm_workspace_bytes(const xconv_canon *) { return 0; }
+
+/* Tensor-core throughput is ~100x the generic kernel's on these dtypes. */
+double igemm_cost(const xconv_canon *p) { return 0.02 * p->flops + 2e4; }
+
+template <kind K> xconv_status launch(const xconv_exec *e, cudaStream_t stream)
+{
+    const xconv_canon *p = e->p;
+    const int64_t M = p->n * xconv__prod3(p->y_size);
+    const dim3 grid((unsigned)((M + BM - 1) / BM), (unsigned)((p->cout_g + BN - 1) / BN), (unsigned)p->groups);
+    cudaFuncSetAttribute(igemm_kernel<K>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
+    igemm_kernel<K><<<grid, THREADS, SMEM_BYTES, stream>>>(*p, (const char *)e->x, (const char *)e->w,
+                                                          (const char *)e->bias, (char *)e->y);
+    return XCONV_STATUS_OK;
+}
+
+xconv_status igemm_run(const xconv_exec *e, xconv_error *err)
+{
+    const xconv_canon *p = e->p;
+    if (p->n * xconv__prod3(p->y_size) == 0) return XCONV_STATUS_OK;
+    if (((uintptr_t)e->x | (uintptr_t)e->w) % 16) /* the pointers are only known now */
+        return xconv__cuda_generic_run(e, err);
+    if ((p->n * xconv__prod3(p->y_size) + BM - 1) / BM > INT32_MAX) return xconv__cuda_generic_run(e, err);
+    xconv_cuda_scope s;
+    XCONV_TRY(xconv__cuda_enter(e, &s, err));
+    switch (p->x_dtype) {
+    case XCONV_DTYPE_BF16: launch<kind::bf16>(e, s.stream); break;
+    case XCONV_DTYPE_F16: launch<kind::f16>(e, s.stream); break;
+    case XCONV_DTYPE_I8: launch<kind::s8>(e, s.stream); break;
+    case XCONV_DTYPE_U8: launch<kind::u8>(e, s.stream); break;
+    default: break;
+    }
+    xconv_status st = xconv__cuda_launch_status("cuda.igemm_tc", err);
+    xconv__cuda_leave(&s);
+    return st;
+}
+
+} /* namespace */
+
+extern "C" const xconv_engine xconv__engine_cuda_igemm = {
+    "cuda.igemm_tc", XCONV_DEVICE_CUDA, igemm_supports, igemm_workspace_bytes, igemm_cost, igemm_run,
+};
