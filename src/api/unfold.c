@@ -13,8 +13,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool mul_ok(int64_t a, int64_t b, int64_t *out) { return !__builtin_mul_overflow(a, b, out); }
-static bool add_ok(int64_t a, int64_t b, int64_t *out) { return !__builtin_add_overflow(a, b, out); }
+/* Overflow-checked int64 arithmetic: false when the true result does not fit. */
+static bool mul_ok(int64_t a, int64_t b, int64_t *out)
+{
+    return !__builtin_mul_overflow(a, b, out);
+}
+static bool add_ok(int64_t a, int64_t b, int64_t *out)
+{
+    return !__builtin_add_overflow(a, b, out);
+}
 
 typedef enum which { IM2COL, COL2IM } which;
 
@@ -232,7 +239,8 @@ static xconv_status prepare(which wh, const xconv_params *p, const int64_t *kern
                     "dilated kernel extent dilation %" PRId64 " * (kernel %" PRId64
                     " - 1) + 1 overflows 64 bits", p->dilation[i], K[j]);
         snprintf(name, sizeof name, "%s.shape[%d]", img_name, img_sp + i);
-        XCONV_CHECK(err, add_ok(X[j], p->pad_lo[i], &padded) && add_ok(padded, p->pad_hi[i], &padded),
+        XCONV_CHECK(err,
+                    add_ok(X[j], p->pad_lo[i], &padded) && add_ok(padded, p->pad_hi[i], &padded),
                     INVALID_ARGUMENT, name,
                     "padded input size %" PRId64 " + %" PRId64 " + %" PRId64 " overflows 64 bits",
                     X[j], p->pad_lo[i], p->pad_hi[i]);

@@ -27,21 +27,47 @@ static xconv_context *CTX[4]; /* CTX[t]: t threads */
 /* 1. GEMM                                                                                   */
 /* ---------------------------------------------------------------------------------------- */
 
-typedef struct ctv { uint64_t u; double re, im; } ctv;
+typedef struct ctv {
+    uint64_t u;
+    double re, im;
+} ctv;
 
-static bool ct_is_int(xconv_ctype ct) { return ct == XCONV_CT_U32 || ct == XCONV_CT_U64; }
+static bool ct_is_int(xconv_ctype ct)
+{
+    return ct == XCONV_CT_U32 || ct == XCONV_CT_U64;
+}
 
 static ctv ct_get(xconv_ctype ct, const void *base, int64_t i)
 {
     ctv v = {0, 0, 0};
     const char *p = (const char *)base + i * (int64_t)xconv__ctype_size(ct);
     switch (ct) {
-    case XCONV_CT_U32: { uint32_t t; memcpy(&t, p, 4); v.u = t; break; }
+    case XCONV_CT_U32: {
+        uint32_t t;
+        memcpy(&t, p, 4);
+        v.u = t;
+        break;
+    }
     case XCONV_CT_U64: memcpy(&v.u, p, 8); break;
-    case XCONV_CT_F32: { float t; memcpy(&t, p, 4); v.re = t; break; }
+    case XCONV_CT_F32: {
+        float t;
+        memcpy(&t, p, 4);
+        v.re = t;
+        break;
+    }
     case XCONV_CT_F64: memcpy(&v.re, p, 8); break;
-    case XCONV_CT_C64: { float t[2]; memcpy(t, p, 8); v.re = t[0], v.im = t[1]; break; }
-    default: { double t[2]; memcpy(t, p, 16); v.re = t[0], v.im = t[1]; break; }
+    case XCONV_CT_C64: {
+        float t[2];
+        memcpy(t, p, 8);
+        v.re = t[0], v.im = t[1];
+        break;
+    }
+    default: {
+        double t[2];
+        memcpy(t, p, 16);
+        v.re = t[0], v.im = t[1];
+        break;
+    }
     }
     return v;
 }
@@ -50,12 +76,28 @@ static void ct_set(xconv_ctype ct, void *base, int64_t i, ctv v)
 {
     char *p = (char *)base + i * (int64_t)xconv__ctype_size(ct);
     switch (ct) {
-    case XCONV_CT_U32: { uint32_t t = (uint32_t)v.u; memcpy(p, &t, 4); break; }
+    case XCONV_CT_U32: {
+        uint32_t t = (uint32_t)v.u;
+        memcpy(p, &t, 4);
+        break;
+    }
     case XCONV_CT_U64: memcpy(p, &v.u, 8); break;
-    case XCONV_CT_F32: { float t = (float)v.re; memcpy(p, &t, 4); break; }
+    case XCONV_CT_F32: {
+        float t = (float)v.re;
+        memcpy(p, &t, 4);
+        break;
+    }
     case XCONV_CT_F64: memcpy(p, &v.re, 8); break;
-    case XCONV_CT_C64: { float t[2] = {(float)v.re, (float)v.im}; memcpy(p, t, 8); break; }
-    default: { double t[2] = {v.re, v.im}; memcpy(p, t, 16); break; }
+    case XCONV_CT_C64: {
+        float t[2] = {(float)v.re, (float)v.im};
+        memcpy(p, t, 8);
+        break;
+    }
+    default: {
+        double t[2] = {v.re, v.im};
+        memcpy(p, t, 16);
+        break;
+    }
     }
 }
 
@@ -78,12 +120,14 @@ static ctv ct_gen(xconv_ctype ct, tu_rng *r, bool exact)
 static void *pack_matrix(const xconv_gemm_geom *g, const void *src, int64_t rs, int64_t cs,
                          int64_t rows, int64_t k, bool is_a)
 {
-    size_t bytes = is_a ? xconv__gemm_packed_a_bytes(g, rows, k) : xconv__gemm_packed_b_bytes(g, k, rows);
+    size_t bytes =
+        is_a ? xconv__gemm_packed_a_bytes(g, rows, k) : xconv__gemm_packed_b_bytes(g, k, rows);
     void *dst = calloc(1, bytes + 64);
     for (int64_t i = 0; i < rows; i++)
         for (int64_t kk = 0; kk < k; kk++) {
             const char *e = (const char *)src + (i * rs + kk * cs) * (int64_t)g->elem_bytes;
-            void *slot = is_a ? xconv__gemm_a_slot(g, dst, k, i, kk) : xconv__gemm_b_slot(g, dst, k, kk, i);
+            void *slot =
+                is_a ? xconv__gemm_a_slot(g, dst, k, i, kk) : xconv__gemm_b_slot(g, dst, k, kk, i);
             xconv__gemm_put(g, is_a ? g->mr : g->nr, e, slot, 1);
         }
     return dst;
@@ -133,12 +177,15 @@ static void gemm_case(xconv_ctype ct, const xconv_gemm_geom *g, int64_t m, int64
             bool ok = ct_is_int(ct) ? ((got.u ^ want.u) & mask) == 0
                                     : got.re == want.re && got.im == want.im;
             if (!ok && bad++ < 3)
-                fprintf(stderr, "  C[%" PRId64 ",%" PRId64 "] = %g%+gi (%" PRIu64 "), want %g%+gi (%" PRIu64 ")\n",
+                fprintf(stderr,
+                        "  C[%" PRId64 ",%" PRId64 "] = %g%+gi (%" PRIu64 "), want %g%+gi (%" PRIu64
+                        ")\n",
                         i, j, got.re, got.im, got.u, want.re, want.im, want.u);
         }
-    XT_CHECK(bad == 0, "gemm %s %s m%" PRId64 " n%" PRId64 " k%" PRId64 " c_mode%d acc%d: %" PRId64
-             " wrong", xconv__ctype_name(ct), g ? g->isa : "xconv__gemm", m, n, k, c_mode,
-             (int)accumulate, bad);
+    XT_CHECK(bad == 0,
+             "gemm %s %s m%" PRId64 " n%" PRId64 " k%" PRId64 " c_mode%d acc%d: %" PRId64 " wrong",
+             xconv__ctype_name(ct), g ? g->isa : "xconv__gemm", m, n, k, c_mode, (int)accumulate,
+             bad);
     free(a), free(b), free(c), free(expect);
 }
 
@@ -155,7 +202,8 @@ static void gemm_threads_case(xconv_ctype ct, int64_t m, int64_t n, int64_t k, t
         c[t] = malloc((size_t)(m * n) * es);
         xconv__gemm(CTX[t], ct, m, n, k, a, k, 1, b, n, 1, c[t], n, 1, false, ws);
     }
-    XT_CHECK(memcmp(c[1], c[2], (size_t)(m * n) * es) == 0 && memcmp(c[1], c[3], (size_t)(m * n) * es) == 0,
+    XT_CHECK(memcmp(c[1], c[2], (size_t)(m * n) * es) == 0 &&
+                 memcmp(c[1], c[3], (size_t)(m * n) * es) == 0,
              "gemm %s m%" PRId64 " n%" PRId64 " k%" PRId64 ": threads 1/2/3 differ",
              xconv__ctype_name(ct), m, n, k);
     for (int t = 1; t <= 3; t++) free(c[t]);
@@ -166,8 +214,10 @@ static void bench_gemm(xconv_ctype ct, int64_t s)
 {
     const size_t es = xconv__ctype_size(ct);
     tu_rng r = {7};
-    void *a = malloc((size_t)(s * s) * es), *b = malloc((size_t)(s * s) * es), *c = malloc((size_t)(s * s) * es);
-    for (int64_t i = 0; i < s * s; i++) ct_set(ct, a, i, ct_gen(ct, &r, false)), ct_set(ct, b, i, ct_gen(ct, &r, false));
+    void *a = malloc((size_t)(s * s) * es), *b = malloc((size_t)(s * s) * es),
+         *c = malloc((size_t)(s * s) * es);
+    for (int64_t i = 0; i < s * s; i++)
+        ct_set(ct, a, i, ct_gen(ct, &r, false)), ct_set(ct, b, i, ct_gen(ct, &r, false));
     void *ws = malloc(xconv__gemm_workspace_bytes(ct, s, s, s));
     double best = 1e30;
     for (int rep = 0; rep < 5; rep++) {
@@ -179,8 +229,8 @@ static void bench_gemm(xconv_ctype ct, int64_t s)
         if (dt < best) best = dt;
     }
     const double flops = 2.0 * (double)s * (double)s * (double)s * (ct >= XCONV_CT_C64 ? 4 : 1);
-    printf("gemm %s %" PRId64 "^3, 1 thread, %s kernel: %.1f GFLOP/s (real flops)\n", xconv__ctype_name(ct), s,
-           xconv__gemm_geom(ct)->isa, flops / best * 1e-9);
+    printf("gemm %s %" PRId64 "^3, 1 thread, %s kernel: %.1f GFLOP/s (real flops)\n",
+           xconv__ctype_name(ct), s, xconv__gemm_geom(ct)->isa, flops / best * 1e-9);
     free(a), free(b), free(c), free(ws);
 }
 
@@ -195,7 +245,8 @@ static void test_gemm(void)
             if (!g) continue;
             for (int i = 0; i < 4; i++)
                 for (int j = 0; j < 4; j++)
-                    gemm_case((xconv_ctype)ct, g, ms[i], ns[j], ks[(i + j) % 4], (i + j) % 2, j % 2 == 1, &r);
+                    gemm_case((xconv_ctype)ct, g, ms[i], ns[j], ks[(i + j) % 4], (i + j) % 2,
+                              j % 2 == 1, &r);
             gemm_case((xconv_ctype)ct, g, 37, 70, 600, 1, true, &r);
         }
         gemm_case((xconv_ctype)ct, NULL, 9, 33, 17, 0, true, &r);
@@ -222,31 +273,53 @@ typedef struct eng_case {
 #define CV XCONV_OP_CONV
 #define CT XCONV_OP_CONV_TRANSPOSE
 
+/* clang-format off */
 static const eng_case CASES[] = {
     {"conv1d plain", CV, 1, 2, 3, 4, 1, {9}, {3}, {1}, {1}, {0}, {0}, {0}, false},
-    {"conv1d stride 2 dilation 2 asymmetric padding", CV, 1, 2, 3, 5, 1, {13}, {3}, {2}, {2}, {2}, {1}, {0}, true},
+    {"conv1d stride 2 dilation 2 asymmetric padding",
+     CV, 1, 2, 3, 5, 1, {13}, {3}, {2}, {2}, {2}, {1}, {0}, true},
     {"conv1d groups 3", CV, 1, 1, 6, 9, 3, {11}, {4}, {3}, {1}, {1}, {2}, {0}, false},
     {"conv1d depthwise", CV, 1, 2, 5, 5, 5, {10}, {3}, {1}, {1}, {1}, {1}, {0}, true},
-    {"conv1d kernel wider than input with padding", CV, 1, 1, 2, 3, 1, {3}, {5}, {1}, {1}, {2}, {2}, {0}, true},
-    {"conv2d plain with bias", CV, 2, 2, 3, 5, 1, {7, 6}, {3, 2}, {1, 1}, {1, 1}, {1, 0}, {0, 1}, {0}, true},
-    {"conv2d strided dilated", CV, 2, 1, 2, 4, 1, {11, 9}, {3, 3}, {2, 3}, {2, 1}, {1, 0}, {2, 0}, {0}, false},
-    {"conv2d 1x1 groups 2 stride 2", CV, 2, 2, 4, 6, 2, {5, 6}, {1, 1}, {2, 1}, {1, 1}, {0, 0}, {0, 0}, {0}, true},
-    {"conv2d patch (kernel == stride)", CV, 2, 1, 3, 4, 1, {8, 8}, {4, 4}, {4, 4}, {1, 1}, {0, 0}, {0, 0}, {0}, true},
-    {"conv2d big reduction", CV, 2, 1, 16, 24, 1, {9, 10}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}, true},
-    {"conv3d mixed", CV, 3, 1, 2, 3, 1, {5, 4, 6}, {2, 3, 2}, {1, 2, 1}, {1, 1, 2}, {1, 0, 1}, {0, 1, 1}, {0}, true},
-    {"conv3d depthwise multiplier 2", CV, 3, 1, 4, 8, 4, {4, 3, 5}, {2, 2, 3}, {1, 1, 2}, {1, 1, 1}, {0, 1, 1}, {1, 0, 1}, {0}, false},
+    {"conv1d kernel wider than input with padding",
+     CV, 1, 1, 2, 3, 1, {3}, {5}, {1}, {1}, {2}, {2}, {0}, true},
+    {"conv2d plain with bias",
+     CV, 2, 2, 3, 5, 1, {7, 6}, {3, 2}, {1, 1}, {1, 1}, {1, 0}, {0, 1}, {0}, true},
+    {"conv2d strided dilated",
+     CV, 2, 1, 2, 4, 1, {11, 9}, {3, 3}, {2, 3}, {2, 1}, {1, 0}, {2, 0}, {0}, false},
+    {"conv2d 1x1 groups 2 stride 2",
+     CV, 2, 2, 4, 6, 2, {5, 6}, {1, 1}, {2, 1}, {1, 1}, {0, 0}, {0, 0}, {0}, true},
+    {"conv2d patch (kernel == stride)",
+     CV, 2, 1, 3, 4, 1, {8, 8}, {4, 4}, {4, 4}, {1, 1}, {0, 0}, {0, 0}, {0}, true},
+    {"conv2d big reduction",
+     CV, 2, 1, 16, 24, 1, {9, 10}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}, true},
+    {"conv3d mixed",
+     CV, 3, 1, 2, 3, 1,
+     {5, 4, 6}, {2, 3, 2}, {1, 2, 1}, {1, 1, 2}, {1, 0, 1}, {0, 1, 1}, {0}, true},
+    {"conv3d depthwise multiplier 2",
+     CV, 3, 1, 4, 8, 4,
+     {4, 3, 5}, {2, 2, 3}, {1, 1, 2}, {1, 1, 1}, {0, 1, 1}, {1, 0, 1}, {0}, false},
     {"conv_transpose1d plain", CT, 1, 2, 3, 4, 1, {5}, {3}, {1}, {1}, {0}, {0}, {0}, false},
-    {"conv_transpose1d stride 3 dilation 2 output padding 2", CT, 1, 1, 2, 3, 1, {6}, {3}, {3}, {2}, {1}, {2}, {2}, true},
+    {"conv_transpose1d stride 3 dilation 2 output padding 2",
+     CT, 1, 1, 2, 3, 1, {6}, {3}, {3}, {2}, {1}, {2}, {2}, true},
     {"conv_transpose1d groups 2", CT, 1, 2, 6, 4, 2, {7}, {4}, {2}, {1}, {1}, {1}, {1}, true},
-    {"conv_transpose2d mixed", CT, 2, 2, 3, 4, 1, {4, 5}, {3, 2}, {2, 1}, {1, 2}, {1, 1}, {0, 1}, {1, 0}, true},
-    {"conv_transpose2d depthwise", CT, 2, 1, 4, 4, 4, {5, 4}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, false},
-    {"conv_transpose2d big reduction", CT, 2, 1, 16, 8, 1, {6, 6}, {4, 4}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, true},
-    {"conv_transpose3d mixed", CT, 3, 1, 2, 3, 1, {3, 4, 3}, {2, 2, 3}, {2, 1, 2}, {1, 2, 1}, {0, 1, 1}, {1, 0, 1}, {1, 0, 1}, true},
-    {"conv_transpose3d groups 3", CT, 3, 2, 3, 6, 3, {2, 3, 3}, {2, 1, 2}, {1, 1, 2}, {1, 1, 1}, {0, 0, 1}, {0, 0, 0}, {0, 0, 1}, false},
+    {"conv_transpose2d mixed",
+     CT, 2, 2, 3, 4, 1, {4, 5}, {3, 2}, {2, 1}, {1, 2}, {1, 1}, {0, 1}, {1, 0}, true},
+    {"conv_transpose2d depthwise",
+     CT, 2, 1, 4, 4, 4, {5, 4}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, false},
+    {"conv_transpose2d big reduction",
+     CT, 2, 1, 16, 8, 1, {6, 6}, {4, 4}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, true},
+    {"conv_transpose3d mixed",
+     CT, 3, 1, 2, 3, 1,
+     {3, 4, 3}, {2, 2, 3}, {2, 1, 2}, {1, 2, 1}, {0, 1, 1}, {1, 0, 1}, {1, 0, 1}, true},
+    {"conv_transpose3d groups 3",
+     CT, 3, 2, 3, 6, 3,
+     {2, 3, 3}, {2, 1, 2}, {1, 1, 2}, {1, 1, 1}, {0, 0, 1}, {0, 0, 0}, {0, 0, 1}, false},
 };
+/* clang-format on */
 #define NCASES ((int)(sizeof CASES / sizeof CASES[0]))
 
 /* (x, y) dtype pairs: all 16 dtypes, then widened outputs. */
+/* clang-format off */
 static const xconv_dtype PAIRS[][2] = {
     {XCONV_DTYPE_U8, XCONV_DTYPE_U8},         {XCONV_DTYPE_I8, XCONV_DTYPE_I8},
     {XCONV_DTYPE_U16, XCONV_DTYPE_U16},       {XCONV_DTYPE_I16, XCONV_DTYPE_I16},
@@ -264,6 +337,7 @@ static const xconv_dtype PAIRS[][2] = {
     {XCONV_DTYPE_F8E5M2, XCONV_DTYPE_F64},    {XCONV_DTYPE_F32, XCONV_DTYPE_F64},
     {XCONV_DTYPE_C64, XCONV_DTYPE_C128},
 };
+/* clang-format on */
 #define NPAIRS ((int)(sizeof PAIRS / sizeof PAIRS[0]))
 
 enum { V_DENSE, V_PADDED, V_FLIPPED, V_BROADCAST, V_COUNT };
@@ -291,8 +365,10 @@ static xconv_tensor make_view(xconv_dtype dt, int rank, const int64_t *shape, in
         t.strides[d] = zero ? 0 : neg ? -step : step;
         const int64_t reach = (shape[d] > 0 ? shape[d] - 1 : 0) * step;
         if (!zero) {
-            if (neg) lo += reach;
-            else hi += reach;
+            if (neg)
+                lo += reach;
+            else
+                hi += reach;
         }
         step = step * (shape[d] > 0 ? shape[d] : 1) + 3;
     }
@@ -307,7 +383,9 @@ static xconv_tensor make_view(xconv_dtype dt, int rank, const int64_t *shape, in
 static void fill_all(xconv_tensor *t, tu_rng *r)
 {
     const int64_t es = (int64_t)xconv_dtype_size(t->dtype);
-    const int64_t slots = (int64_t)(t->buffer_bytes ? t->buffer_bytes : (size_t)(tu_numel(t->rank, t->shape) * es)) / es;
+    const int64_t slots =
+        (int64_t)(t->buffer_bytes ? t->buffer_bytes : (size_t)(tu_numel(t->rank, t->shape) * es)) /
+        es;
     for (int64_t i = 0; i < slots; i++) tu_store(t->dtype, t->data, i, tu_gen_wide(r, t->dtype));
 }
 
@@ -352,7 +430,8 @@ static int64_t compare_outputs(const tu_problem *p, const xconv_tensor *y, const
                         tu_act_index(p->layout, p->d, n, c, j, idx);
                         const int64_t off = tu_offset(y, idx);
                         memset(mask + off * (int64_t)es, 1, es);
-                        tu_val a = tu_load(y->dtype, y->data, off), e = tu_load(y->dtype, yr->data, off);
+                        tu_val a = tu_load(y->dtype, y->data, off),
+                               e = tu_load(y->dtype, yr->data, off);
                         bool ok;
                         if (is_int) {
                             ok = tu_same(y->dtype, a, e);
@@ -363,14 +442,18 @@ static int64_t compare_outputs(const tu_problem *p, const xconv_tensor *y, const
                             ok = fabs(a.re - e.re) <= bre && fabs(a.im - e.im) <= bim;
                         }
                         if (!ok && bad++ < 3)
-                            fprintf(stderr, "  %s: y[n%" PRId64 " c%" PRId64 " %" PRId64 ",%" PRId64 ",%" PRId64
-                                    "] = %.17g%+.17gi (%" PRIx64 "), cpu.ref %.17g%+.17gi (%" PRIx64 ")\n",
-                                    label, n, c, j[0], j[1], j[2], a.re, a.im, a.u, e.re, e.im, e.u);
+                            fprintf(stderr,
+                                    "  %s: y[n%" PRId64 " c%" PRId64 " %" PRId64 ",%" PRId64
+                                    ",%" PRId64 "] = %.17g%+.17gi (%" PRIx64
+                                    "), cpu.ref %.17g%+.17gi (%" PRIx64 ")\n",
+                                    label, n, c, j[0], j[1], j[2], a.re, a.im, a.u, e.re, e.im,
+                                    e.u);
                     }
     const unsigned char *yb = (const unsigned char *)y->data;
     int64_t touched = 0;
     for (size_t i = 0; i < bytes; i++) touched += !mask[i] && yb[i] != 0xA5;
-    if (touched) fprintf(stderr, "  %s: %" PRId64 " bytes outside y's elements written\n", label, touched);
+    if (touched)
+        fprintf(stderr, "  %s: %" PRId64 " bytes outside y's elements written\n", label, touched);
     free(mask);
     return bad + touched;
 }
@@ -414,7 +497,8 @@ static void run_engine_case(const eng_case *c, xconv_layout L, xconv_dtype xdt, 
     xconv_error err;
     const char *used;
     xconv_status st = tu_conv(CTX[1], &p, &x, &w, &b, &yr, "cpu.ref", &used, &err);
-    XT_CHECK(st == XCONV_STATUS_OK, "%s [cpu.ref]: %s %s", label, xconv_status_name(st), err.description);
+    XT_CHECK(st == XCONV_STATUS_OK, "%s [cpu.ref]: %s %s", label, xconv_status_name(st),
+             err.description);
     double *mag = NULL;
     if (!tu_is_int(ydt)) {
         tu_val *exact = malloc(sizeof(tu_val) * (size_t)tu_ycount(&p));
@@ -436,7 +520,8 @@ static void run_engine_case(const eng_case *c, xconv_layout L, xconv_dtype xdt, 
                 goto next_engine;
             }
             XT_CHECK(se == XCONV_STATUS_OK && used && strcmp(used, name) == 0,
-                     "%s [%s, %d threads]: %s %s", label, name, t, xconv_status_name(se), err.description);
+                     "%s [%s, %d threads]: %s %s", label, name, t, xconv_status_name(se),
+                     err.description);
         }
         engines_compared++;
         {
@@ -467,7 +552,8 @@ static void test_engines(void)
     for (int ci = 0; ci < NCASES; ci++)
         for (int li = 0; li < 2; li++)
             for (int pi = 0; pi < NPAIRS; pi++, combo++) {
-                const xconv_layout L = li ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST;
+                const xconv_layout L =
+                    li ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST;
                 run_engine_case(&CASES[ci], L, PAIRS[pi][0], PAIRS[pi][1], combo % V_COUNT,
                                 (combo / V_COUNT) % 2 == 1, "", &r);
             }
@@ -481,7 +567,8 @@ static void test_engines(void)
         for (int li = 0; li < 2; li++)
             for (int q = 0; q < 5; q++, combo++) {
                 const int pi = small_pairs[q];
-                const xconv_layout L = li ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST;
+                const xconv_layout L =
+                    li ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST;
                 run_engine_case(&CASES[ci], L, PAIRS[pi][0], PAIRS[pi][1], combo % V_COUNT,
                                 combo % 2 == 1, ", tiny workspace budget", &r);
             }
@@ -496,7 +583,8 @@ static xconv_params unfold_params(int d, xconv_layout L, const int64_t *s, const
                                   const int64_t *lo, const int64_t *hi)
 {
     xconv_params q = xconv_params_init(XCONV_OP_CONV, d, L);
-    for (int i = 0; i < d; i++) q.stride[i] = s[i], q.dilation[i] = t[i], q.pad_lo[i] = lo[i], q.pad_hi[i] = hi[i];
+    for (int i = 0; i < d; i++)
+        q.stride[i] = s[i], q.dilation[i] = t[i], q.pad_lo[i] = lo[i], q.pad_hi[i] = hi[i];
     return q;
 }
 
@@ -513,9 +601,25 @@ static void test_unfold_hand(void)
         int64_t c, k, s, t, lo, hi, y;
         int32_t cf[16], cl[16], fold[10];
     } H[] = {
-        {"1-D k3 s2 p1:1", 1, 3, 2, 1, 1, 1, 3,
-         {0, 2, 4, 1, 3, 5, 2, 4, 0}, {0, 1, 2, 2, 3, 4, 4, 5, 0}, {1, 4, 3, 8, 5}},
-        {"1-D c2 k2 d2 p0:1", 2, 2, 1, 2, 0, 1, 4,
+        {"1-D k3 s2 p1:1",
+         1,
+         3,
+         2,
+         1,
+         1,
+         1,
+         3,
+         {0, 2, 4, 1, 3, 5, 2, 4, 0},
+         {0, 1, 2, 2, 3, 4, 4, 5, 0},
+         {1, 4, 3, 8, 5}},
+        {"1-D c2 k2 d2 p0:1",
+         2,
+         2,
+         1,
+         2,
+         0,
+         1,
+         4,
          {1, 2, 3, 4, 3, 4, 5, 0, 10, 20, 30, 40, 30, 40, 50, 0},
          {1, 10, 3, 30, 2, 20, 4, 40, 3, 30, 5, 50, 4, 40, 0, 0},
          {1, 2, 6, 8, 5, 10, 20, 60, 80, 50}},
@@ -532,7 +636,8 @@ static void test_unfold_hand(void)
                 }
             const int64_t xs_cf[3] = {1, C, 5}, xs_cl[3] = {1, 5, C};
             const int64_t cs_cf[3] = {1, KC, Y}, cs_cl[3] = {1, Y, KC};
-            xconv_tensor x = xconv_tensor_contiguous(XCONV_DTYPE_I32, 3, li ? xs_cl : xs_cf, li ? xl : xv);
+            xconv_tensor x =
+                xconv_tensor_contiguous(XCONV_DTYPE_I32, 3, li ? xs_cl : xs_cf, li ? xl : xv);
             xconv_tensor ct = xconv_tensor_contiguous(XCONV_DTYPE_I32, 3, li ? cs_cl : cs_cf, cols);
             xconv_tensor y = xconv_tensor_contiguous(XCONV_DTYPE_I32, 3, li ? xs_cl : xs_cf, back);
             xconv_params q = unfold_params(1, L, &H[h].s, &H[h].t, &H[h].lo, &H[h].hi);
@@ -541,14 +646,17 @@ static void test_unfold_hand(void)
             XT_CHECK(st == XCONV_STATUS_OK, "im2col %s %s: %s %s", H[h].name, li ? "cl" : "cf",
                      xconv_status_name(st), err.description);
             XT_CHECK(memcmp(cols, li ? H[h].cl : H[h].cf, sizeof(int32_t) * (size_t)(KC * Y)) == 0,
-                     "im2col %s %s: wrong columns", H[h].name, li ? "channels_last" : "channels_first");
+                     "im2col %s %s: wrong columns", H[h].name,
+                     li ? "channels_last" : "channels_first");
             for (int t = 1; t <= 3; t++) {
                 memset(back, 0x5A, sizeof back);
                 st = xconv_col2im(CTX[t], &q, &H[h].k, &ct, &y, &err);
                 int32_t want[10];
                 for (int64_t c = 0; c < C; c++)
-                    for (int i = 0; i < 5; i++) want[li ? i * C + c : c * 5 + i] = H[h].fold[c * 5 + i];
-                XT_CHECK(st == XCONV_STATUS_OK && memcmp(back, want, sizeof(int32_t) * (size_t)(5 * C)) == 0,
+                    for (int i = 0; i < 5; i++)
+                        want[li ? i * C + c : c * 5 + i] = H[h].fold[c * 5 + i];
+                XT_CHECK(st == XCONV_STATUS_OK &&
+                             memcmp(back, want, sizeof(int32_t) * (size_t)(5 * C)) == 0,
                          "col2im %s %s %d threads: %s %s", H[h].name, li ? "cl" : "cf", t,
                          xconv_status_name(st), err.description);
             }
@@ -593,7 +701,8 @@ static uint64_t dot_views(const xconv_tensor *a, const xconv_tensor *b)
     uint64_t s = 0;
     if (tu_numel(a->rank, a->shape) == 0) return 0;
     do {
-        s += tu_load(a->dtype, a->data, tu_offset(a, idx)).u * tu_load(b->dtype, b->data, tu_offset(b, idx)).u;
+        s += tu_load(a->dtype, a->data, tu_offset(a, idx)).u *
+             tu_load(b->dtype, b->data, tu_offset(b, idx)).u;
     } while (tu_next_index(a->rank, a->shape, idx));
     return s;
 }
@@ -609,7 +718,8 @@ static void test_adjoint(void)
     for (int trial = 0; trial < 96; trial++) {
         const xconv_dtype cdt = pairs[trial % 4][0], ydt = pairs[trial % 4][1];
         const int d = 1 + trial / 4 % 3;
-        const xconv_layout L = trial / 12 % 2 ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST;
+        const xconv_layout L =
+            trial / 12 % 2 ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST;
         const int view = trial / 24 % V_COUNT, threads = 1 + trial % 3;
         unfold_geo g = random_geo(&r, d, L);
         int64_t is[XCONV_MAX_RANK], cs[3];
@@ -617,7 +727,8 @@ static void test_adjoint(void)
         xconv_tensor x = make_view(cdt, d + 2, is, view, spatial_mask(L, d), false);
         xconv_tensor cx = make_view(cdt, 3, cs, view == V_BROADCAST ? V_PADDED : view, 6u, true);
         xconv_tensor c = make_view(cdt, 3, cs, view, 4u, false);
-        xconv_tensor y = make_view(ydt, d + 2, is, view == V_BROADCAST ? V_FLIPPED : view, spatial_mask(L, d), true);
+        xconv_tensor y = make_view(ydt, d + 2, is, view == V_BROADCAST ? V_FLIPPED : view,
+                                   spatial_mask(L, d), true);
         fill_all(&x, &r), fill_all(&c, &r);
         xconv_params q = unfold_params(d, L, g.s, g.t, g.lo, g.hi);
         xconv_error e1, e2;
@@ -625,13 +736,15 @@ static void test_adjoint(void)
         xconv_status s2 = xconv_col2im(CTX[threads], &q, g.k, &c, &y, &e2);
         char label[160];
         snprintf(label, sizeof label, "adjoint trial %d: %dd %s %s->%s %s views", trial, d,
-                 L ? "channels_last" : "channels_first", tu_info(cdt)->name, tu_info(ydt)->name, VIEW_NAMES[view]);
+                 L ? "channels_last" : "channels_first", tu_info(cdt)->name, tu_info(ydt)->name,
+                 VIEW_NAMES[view]);
         XT_CHECK(s1 == XCONV_STATUS_OK && s2 == XCONV_STATUS_OK, "%s: %s %s / %s %s", label,
                  xconv_status_name(s1), e1.description, xconv_status_name(s2), e2.description);
         if (s1 == XCONV_STATUS_OK && s2 == XCONV_STATUS_OK) {
             const uint64_t mask = tu_mask(tu_info(ydt)->bits);
             const uint64_t lhs = dot_views(&cx, &c) & mask, rhs = dot_views(&x, &y) & mask;
-            XT_CHECK(lhs == rhs, "%s: <im2col(x), c> %" PRIu64 " != <x, col2im(c)> %" PRIu64, label, lhs, rhs);
+            XT_CHECK(lhs == rhs, "%s: <im2col(x), c> %" PRIu64 " != <x, col2im(c)> %" PRIu64, label,
+                     lhs, rhs);
         }
         free(x.data), free(cx.data), free(c.data), free(y.data);
     }
@@ -646,7 +759,8 @@ static void test_conv_is_gemm(void)
     for (int trial = 0; trial < 36; trial++) {
         const xconv_dtype dt = dts[trial % 3];
         const int d = 1 + trial / 3 % 3;
-        const xconv_layout L = trial / 9 % 2 ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST;
+        const xconv_layout L =
+            trial / 9 % 2 ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST;
         unfold_geo g = random_geo(&r, d, L);
         const int64_t cout = tu_int(&r, 1, 4);
         int64_t is[XCONV_MAX_RANK], cs[3], ws[XCONV_MAX_RANK], ys[XCONV_MAX_RANK];
@@ -671,7 +785,8 @@ static void test_conv_is_gemm(void)
                     tu_val acc = {0, 0, 0};
                     for (int64_t rr = 0; rr < red; rr++) {
                         tu_val a = tu_load(dt, w.data, o * red + rr);
-                        tu_val b = tu_load(dt, cols.data, L ? (n * g.l + p) * red + rr : (n * red + rr) * g.l + p);
+                        tu_val b = tu_load(dt, cols.data,
+                                           L ? (n * g.l + p) * red + rr : (n * red + rr) * g.l + p);
                         acc.u += a.u * b.u;
                         acc.re += a.re * b.re;
                     }
@@ -689,9 +804,11 @@ static void test_conv_is_gemm(void)
             int64_t bad = 0;
             for (int64_t i = 0; st == XCONV_STATUS_OK && i < ny; i++)
                 bad += !tu_same(dt, tu_load(dt, y.data, i), tu_round_to(dt, want[i]));
-            XT_CHECK(st == XCONV_STATUS_OK && bad == 0, "conv==gemm trial %d (%dd %s %s, engine %s): %s, %" PRId64
-                     " of %" PRId64 " wrong", trial, d, L ? "cl" : "cf", tu_info(dt)->name,
-                     used ? used : "(planner)", err.description, bad, ny);
+            XT_CHECK(st == XCONV_STATUS_OK && bad == 0,
+                     "conv==gemm trial %d (%dd %s %s, engine %s): %s, %" PRId64 " of %" PRId64
+                     " wrong",
+                     trial, d, L ? "cl" : "cf", tu_info(dt)->name, used ? used : "(planner)",
+                     err.description, bad, ny);
         }
         free(want), free(x.data), free(cols.data), free(w.data), free(y.data);
     }
@@ -713,18 +830,28 @@ static void test_unfold_errors(void)
         xconv_status want = XCONV_STATUS_INVALID_ARGUMENT;
         switch (row) {
         case 0: q.groups = 2, param = "groups", what = "groups 2"; break;
-        case 1: q.output_padding[0] = 1, param = "output_padding[0]", what = "output padding"; break;
+        case 1:
+            q.output_padding[0] = 1, param = "output_padding[0]", what = "output padding";
+            break;
         case 2: k = 0, param = "kernel[0]", what = "kernel"; break;
         case 3: k = 7, param = "x.shape[2]", what = "input too small for kernel"; break;
         case 4: c.shape[1] = 8, param = "cols.shape[1]", what = "cols.shape[1] 8"; break;
-        case 5: c.dtype = XCONV_DTYPE_I64, c.data = yb, c.shape[0] = 1, c.shape[1] = 9, param = "cols.shape[0]", what = "cols.shape[0]"; break;
+        case 5:
+            c.dtype = XCONV_DTYPE_I64, c.data = yb, c.shape[0] = 1, c.shape[1] = 9,
+            param = "cols.shape[0]", what = "cols.shape[0]";
+            break;
         case 6: c.dtype = XCONV_DTYPE_U32, param = "cols.dtype", what = "cols.dtype u32"; break;
         case 7: c.data = xb, param = "cols.data", what = "overlaps"; break;
-        case 8: x.device = XCONV_DEVICE_CUDA, c.device = XCONV_DEVICE_CUDA, want = XCONV_STATUS_UNSUPPORTED, param = "x.device", what = "cpu"; break;
+        case 8:
+            x.device = XCONV_DEVICE_CUDA, c.device = XCONV_DEVICE_CUDA,
+            want = XCONV_STATUS_UNSUPPORTED, param = "x.device", what = "cpu";
+            break;
         case 9: x.data = NULL, param = "x.data", what = "null"; break;
         case 10: q.spatial_rank = 4, param = "spatial_rank", what = "spatial rank 4"; break;
-        case 11: c.strided = true, c.strides[0] = 27, c.strides[1] = 3, c.strides[2] = 1, c.buffer_bytes = 4 * 50,
-                 param = "cols.buffer_bytes", what = "buffer_bytes"; break;
+        case 11:
+            c.strided = true, c.strides[0] = 27, c.strides[1] = 3, c.strides[2] = 1,
+            c.buffer_bytes = 4 * 50, param = "cols.buffer_bytes", what = "buffer_bytes";
+            break;
         default: q.stride[0] = 0, param = "stride[0]", what = "stride 0"; break;
         }
         memset(cb, 0x5A, sizeof cb);
@@ -734,7 +861,8 @@ static void test_unfold_errors(void)
         XT_CHECK(st == want && strcmp(err.parameter, param) == 0 && strstr(err.description, what) &&
                      tu_all_bytes(cb, sizeof cb, 0x5A) && tu_all_bytes(yb, sizeof yb, 0x5A),
                  "im2col error row %d: got %s [%s] \"%s\", want %s [%s] \"...%s...\"", row,
-                 xconv_status_name(st), err.parameter, err.description, xconv_status_name(want), param, what);
+                 xconv_status_name(st), err.parameter, err.description, xconv_status_name(want),
+                 param, what);
     }
     /* col2im: y narrower than cols is not a widening. */
     xconv_tensor c = xconv_tensor_contiguous(XCONV_DTYPE_I32, 3, cs, cb);

@@ -132,7 +132,8 @@ static void XG_NAME(ct_add)(void *dst, int64_t ds, const void *src, int64_t ss, 
         return;
     }
     for (int64_t i = 0; i < n; i++)
-        for (int q = 0; q < XCONV_NCOMP; q++) d[i * ds * XCONV_NCOMP + q] += s[i * ss * XCONV_NCOMP + q];
+        for (int q = 0; q < XCONV_NCOMP; q++)
+            d[(i * ds) * XCONV_NCOMP + q] += s[(i * ss) * XCONV_NCOMP + q];
 }
 
 #undef XG_NAME

@@ -281,7 +281,8 @@ static void conv_store(void *arg, int64_t begin, int64_t end)
 {
     const conv_store_job *J = (const conv_store_job *)arg;
     const xconv_canon *p = J->p;
-    const int64_t cs = (int64_t)xconv__ctype_size(p->ct), yes = (int64_t)xconv_dtype_size(p->y_dtype);
+    const int64_t cs = (int64_t)xconv__ctype_size(p->ct);
+    const int64_t yes = (int64_t)xconv_dtype_size(p->y_dtype);
     for (int64_t item = begin; item < end; item++) {
         const int64_t o = item / J->chunks, j0 = item % J->chunks * STORE_CHUNK;
         const int64_t j1 = min64(J->cols, j0 + STORE_CHUNK), co = J->g * p->cout_g + J->m0 + o;
@@ -318,7 +319,8 @@ static void transpose_gather(void *arg, int64_t begin, int64_t end)
 {
     const gather_job *J = (const gather_job *)arg;
     const xconv_canon *p = J->p;
-    const int64_t cs = (int64_t)xconv__ctype_size(p->ct), yes = (int64_t)xconv_dtype_size(p->y_dtype);
+    const int64_t cs = (int64_t)xconv__ctype_size(p->ct);
+    const int64_t yes = (int64_t)xconv_dtype_size(p->y_dtype);
     const int64_t *Y = p->y_size;
     for (int64_t r = begin; r < end; r++) {
         const int64_t o = r / (Y[0] * Y[1]), j0 = r / Y[1] % Y[0], j1 = r % Y[1];
