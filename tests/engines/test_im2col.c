@@ -413,6 +413,15 @@ static double tol_of(xconv_dtype ydt)
     return ydt == XCONV_DTYPE_F64 || ydt == XCONV_DTYPE_C128 ? 1e-12 : 1e-5;
 }
 
+/* NaN only with NaN and infinities only with themselves (IEEE makes both independent of
+ * the summation order); finite values within `bound`. */
+static bool close_to(double a, double e, double bound)
+{
+    if (isnan(a) || isnan(e)) return isnan(a) && isnan(e);
+    if (isinf(a) || isinf(e)) return a == e;
+    return fabs(a - e) <= bound;
+}
+
 /* Compares y (engine) with yr (cpu.ref): elements exactly (integers) or within tolerance;
  * every byte that is not an element must still hold the canary. Returns mismatches. */
 static int64_t compare_outputs(const tu_problem *p, const xconv_tensor *y, const xconv_tensor *yr,
@@ -436,10 +445,11 @@ static int64_t compare_outputs(const tu_problem *p, const xconv_tensor *y, const
                         if (is_int) {
                             ok = tu_same(y->dtype, a, e);
                         } else {
-                            const double m = mag[tu_ylin(p, n, c, j)] * tol_of(y->dtype);
+                            double m = mag[tu_ylin(p, n, c, j)] * tol_of(y->dtype);
+                            if (!isfinite(m)) m = INFINITY; /* an Inf or NaN input reached it */
                             const double bre = m + ulp_of(y->dtype, fmax(fabs(a.re), fabs(e.re)));
                             const double bim = m + ulp_of(y->dtype, fmax(fabs(a.im), fabs(e.im)));
-                            ok = fabs(a.re - e.re) <= bre && fabs(a.im - e.im) <= bim;
+                            ok = close_to(a.re, e.re, bre) && close_to(a.im, e.im, bim);
                         }
                         if (!ok && bad++ < 3)
                             fprintf(stderr,
@@ -469,7 +479,8 @@ static unsigned spatial_mask(xconv_layout L, int d)
 static int engines_compared;
 
 static void run_engine_case(const eng_case *c, xconv_layout L, xconv_dtype xdt, xconv_dtype ydt,
-                            int view, bool bias_in_y, const char *tag, tu_rng *r)
+                            int view, bool bias_in_y, bool nonfinite, const char *tag,
+                            tu_rng *r)
 {
     tu_problem p;
     memset(&p, 0, sizeof p);
@@ -489,6 +500,16 @@ static void run_engine_case(const eng_case *c, xconv_layout L, xconv_dtype xdt, 
     xconv_tensor b = make_view(bias_in_y ? ydt : xdt, 1, bs, view, 1u, false);
     xconv_tensor yr = make_view(ydt, rank, ys, view, sp, true);
     fill_all(&x, r), fill_all(&w, r), fill_all(&b, r);
+    if (nonfinite) { /* about one x and one w value in 8 becomes +Inf, -Inf or NaN */
+        static const double specials[3] = {INFINITY, -INFINITY, NAN};
+        xconv_tensor *tv[2] = {&x, &w};
+        for (int q = 0; q < 2; q++) {
+            const int64_t slots = (int64_t)(view_bytes(tv[q]) / xconv_dtype_size(xdt));
+            for (int64_t i = 0; i < slots; i++)
+                if (tu_int(r, 0, 7) == 0)
+                    tu_store(xdt, tv[q]->data, i, (tu_val){0, specials[tu_int(r, 0, 2)], 0.0});
+        }
+    }
 
     char desc[200], label[320];
     tu_describe(&p, desc, sizeof desc);
@@ -555,7 +576,7 @@ static void test_engines(void)
                 const xconv_layout L =
                     li ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST;
                 run_engine_case(&CASES[ci], L, PAIRS[pi][0], PAIRS[pi][1], combo % V_COUNT,
-                                (combo / V_COUNT) % 2 == 1, "", &r);
+                                (combo / V_COUNT) % 2 == 1, false, "", &r);
             }
 
     /* A workspace budget of a few KiB: one channel and one panel of columns per tile, so
@@ -570,9 +591,18 @@ static void test_engines(void)
                 const xconv_layout L =
                     li ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST;
                 run_engine_case(&CASES[ci], L, PAIRS[pi][0], PAIRS[pi][1], combo % V_COUNT,
-                                combo % 2 == 1, ", tiny workspace budget", &r);
+                                combo % 2 == 1, false, ", tiny workspace budget", &r);
             }
     xconv__im2col_budget_bytes = saved;
+
+    /* Infinities and NaNs propagate as IEEE arithmetic has them: padded conv taps add 0*w,
+     * conv_transpose adds no such terms (DESIGN.md §2, cpu.ref). */
+    static const int nonfinite_pairs[] = {12, 13, 11, 14, 23};
+    for (int ci = 0; ci < NCASES; ci++)
+        for (int q = 0; q < 5; q++, combo++)
+            run_engine_case(&CASES[ci], q % 2 ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST,
+                            PAIRS[nonfinite_pairs[q]][0], PAIRS[nonfinite_pairs[q]][1],
+                            combo % V_COUNT, combo % 2 == 1, true, ", infinities and NaNs", &r);
 }
 
 /* ---------------------------------------------------------------------------------------- */
