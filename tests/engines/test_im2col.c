@@ -599,10 +599,12 @@ static void test_engines(void)
      * conv_transpose adds no such terms (DESIGN.md §2, cpu.ref). */
     static const int nonfinite_pairs[] = {12, 13, 11, 14, 23};
     for (int ci = 0; ci < NCASES; ci++)
-        for (int q = 0; q < 5; q++, combo++)
-            run_engine_case(&CASES[ci], q % 2 ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST,
-                            PAIRS[nonfinite_pairs[q]][0], PAIRS[nonfinite_pairs[q]][1],
-                            combo % V_COUNT, combo % 2 == 1, true, ", infinities and NaNs", &r);
+        for (int q = 0; q < 5; q++, combo++) {
+            const xconv_layout L = q % 2 ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST;
+            run_engine_case(&CASES[ci], L, PAIRS[nonfinite_pairs[q]][0],
+                            PAIRS[nonfinite_pairs[q]][1], combo % V_COUNT, combo % 2 == 1, true,
+                            ", infinities and NaNs", &r);
+        }
 }
 
 /* ---------------------------------------------------------------------------------------- */
