@@ -5,8 +5,9 @@
  *
  * The vector bodies carry target attributes and are chosen by cpuid at run time, so this
  * file builds with any flags on any x86-64 (and falls back to plain C elsewhere).
- * Assumes: the loop is compiled with optimization (cmake/bench.cmake forces -O2 for this
- * file, so a Debug build still measures the hardware, not the compiler).
+ * Assumes: the loop is compiled with optimization and without sanitizers (cmake/bench.cmake
+ * forces -O2 -fno-sanitize=all for this file, so a Debug or ASan build still measures the
+ * hardware, not the compiler).
  */
 #include "bench.h"
 

@@ -236,12 +236,15 @@ int bench_suite_load(const char *path, const char *list, bench_problem **out, in
     char *text = read_file(path, errbuf, errlen);
     if (!text) return -1;
     cJSON *root = cJSON_Parse(text);
-    free(text);
     if (!root) {
-        snprintf(errbuf, errlen, "suite %s is not valid JSON (near \"%.20s\")", path,
-                 cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");
+        /* The error pointer points into `text`: report before freeing it. */
+        const char *at = cJSON_GetErrorPtr();
+        size_t offset = at && at >= text ? (size_t)(at - text) : 0;
+        snprintf(errbuf, errlen, "suite %s is not valid JSON (at byte %zu)", path, offset);
+        free(text);
         return -1;
     }
+    free(text);
     int rc = -1;
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, list);
     if (!cJSON_IsArray(arr)) {

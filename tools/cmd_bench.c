@@ -455,14 +455,16 @@ static void table_row(const bench_problem *p, xconv_dtype xt, xconv_dtype yt, co
         fflush(stdout);
         return;
     }
-    printf("%-14s %-8s %9.1f %5.1f %-14s", p->name, label, r->xconv_gflops,
+    printf(r->xconv_gflops >= 1 ? "%-14s %-8s %9.1f %5.1f %-14s" : "%-14s %-8s %9.3f %5.1f %-14s",
+           p->name, label, r->xconv_gflops,
            100 * r->xconv_gflops / peak, r->engine);
     for (int c = 0; c < ncolumns; c++) {
         const char *cell = "-";
         char num[32];
         for (int k = 0; k < r->npeers; k++)
             if (strcmp(r->peers[k].name, columns[c]) == 0 && r->peer_gflops[k] >= 0) {
-                snprintf(num, sizeof num, "%.1f", r->peer_gflops[k]);
+                snprintf(num, sizeof num, r->peer_gflops[k] >= 1 ? "%.1f" : "%.3f",
+                         r->peer_gflops[k]);
                 cell = num;
             }
         printf(" %12s", cell);
