@@ -179,6 +179,14 @@ static void dump_params(const char *call, const xconv_params *p, const int64_t *
                 kernel ? kernel[i] : 0);
 }
 
+/* XCONV_FUZZ_SKIP=im2col (or col2im, execute) leaves that call out, so that fuzzing can go
+ * on past a known bug without hiding it from default runs. */
+static bool skipped(const char *call)
+{
+    const char *v = getenv("XCONV_FUZZ_SKIP");
+    return v && strstr(v, call) != NULL;
+}
+
 /* A failed call must say so completely. */
 static void check_failure(xconv_status st, const xconv_error *err)
 {
@@ -317,7 +325,7 @@ static void fuzz_conv(reader *r, xconv_context *ctx)
         (void)xconv_plan_describe(plan);
         (void)xconv_plan_engine(plan);
         double work = (numel_d(&x.t) + numel_d(&y.t)) * numel_d(&w.t);
-        if (work <= WORK_LIMIT) {
+        if (work <= WORK_LIMIT && !skipped("execute")) {
             size_t ws_need = xconv_plan_workspace_size(plan);
             uint8_t wmode = rd_u8(r);
             void *wsp = NULL;
@@ -364,7 +372,7 @@ static void fuzz_conv(reader *r, xconv_context *ctx)
     ftensor cols, img;
     make_tensor(r, &cols, q.xdt, 3, cs, true);
     double unfold_work = numel_d(&cols.t) + numel_d(&x.t);
-    if (unfold_work <= WORK_LIMIT) {
+    if (unfold_work <= WORK_LIMIT && !skipped("im2col")) {
         dump_params("im2col", &up, kernel);
         dump_tensor("x", &x.t);
         dump_tensor("cols", &cols.t);
@@ -375,7 +383,7 @@ static void fuzz_conv(reader *r, xconv_context *ctx)
             abort();
     }
     make_tensor(r, &img, pick_ydt(r, q.xdt), rank, xs, true);
-    if (numel_d(&cols.t) + numel_d(&img.t) <= WORK_LIMIT) {
+    if (numel_d(&cols.t) + numel_d(&img.t) <= WORK_LIMIT && !skipped("col2im")) {
         /* cols now holds whatever im2col left there: any bytes are valid input. */
         dump_params("col2im", &up, kernel);
         dump_tensor("cols", &cols.t);

@@ -58,6 +58,13 @@ static const hand_case CASES[] = {
      .cin = 1, .cout = 1, .groups = 1, .x = {3}, .k = {3}, .y = {1}, .dil = {2}, .lo = {2},
      XV(1, 2, 3), WV(4, 5, 6), YV(23)},
 
+    /* Dilation and padding 2^62 (valid: the padded size 2^62 + 2 and the kernel extent
+     * 2^62 + 1 fit 64 bits; Y = 2). Tap 0 lands at j - 2^62, in the padding; tap 1 at j:
+     * y[j] = 1*x0[j] + 2*x1[j] = 1 + 6 = 7, 2 + 8 = 10. The 10s on tap 0 must never count. */
+    {.name = "conv1d dilation and padding 2^62", .op = CONV, .d = 1, .written = CF, .n = 1,
+     .cin = 2, .cout = 1, .groups = 1, .x = {2}, .k = {2}, .y = {2}, .dil = {INT64_C(1) << 62},
+     .lo = {INT64_C(1) << 62}, XV(1, 2, 3, 4), WV(10, 1, 10, 2), YV(7, 10)},
+
     /* groups 2: y0 reads x channels 0,1 with w[0]; y1 reads channels 2,3 with w[1].
      * y0[0] = (1*1 + 2*-1) + (0*2 + 1*0) = -1, y0[1] = (2 - 3) + (1*2 + -1*0) = 1; +5 -> 4, 6.
      * y1[0] = (2*0 + 0*1) + (1*3 + 1*-2) = 1, y1[1] = (0 + 1) + (3 - 2) = 2; -5 -> -4, -3. */
@@ -140,6 +147,13 @@ static const hand_case CASES[] = {
     {.name = "conv_transpose1d padding wider than the input", .op = CONVT, .d = 1, .written = CF,
      .n = 1, .cin = 1, .cout = 1, .groups = 1, .x = {2}, .k = {3}, .y = {2}, .lo = {2},
      XV(1, 2), WV(4, 5, 6), YV(16, 12)},
+
+    /* Y = 1 - 2^62 + 2^62 + 1 = 2; j + 2^62 = i + k*2^62 holds for k = 1, i = j only:
+     * y[j] = 1*x0[j] + 2*x1[j] = 7, 10 (w [Cin 2, 1, K 2] = (10, 1), (10, 2)). */
+    {.name = "conv_transpose1d dilation and padding 2^62", .op = CONVT, .d = 1, .written = CF,
+     .n = 1, .cin = 2, .cout = 1, .groups = 1, .x = {2}, .k = {2}, .y = {2},
+     .dil = {INT64_C(1) << 62}, .lo = {INT64_C(1) << 62}, XV(1, 2, 3, 4), WV(10, 1, 10, 2),
+     YV(7, 10)},
 
     /* groups 2, w [Cin 2, Cout/g 2, K 2]; y[2G+o][j] = sum_{i+k=j} x[G][i] w[G][o][k].
      * G0 x=(1,2): w(1,1) -> 1,3,2; w(2,0) -> 2,4,0. G1 x=(3,-1): w(0,1) -> 0,3,-1;
