@@ -1,264 +1,27 @@
 /*
- * test_im2col.c — the cpu.im2col engine, its GEMM and the public im2col/col2im, each against
- * an oracle that does not share its code:
+ * test_im2col.c — the cpu.im2col engine (and every other engine in the table) and the public
+ * im2col/col2im, each against an oracle that does not share its code:
  *
- *   1. GEMM: every compute type and kernel variant against a naive triple loop, on
- *      small-integer data (float sums exact, so compared bit for bit), odd sizes, k beyond
- *      one cache block, strided and transposed C, accumulate; reals on 1, 2, 3 threads must
- *      give identical bits.
- *   2. Engines: every engine in the table (but cpu.ref) against cpu.ref, forced by name, on
+ *   1. Engines: every engine in the table (but cpu.ref) against cpu.ref, forced by name, on
  *      named problems x both layouts x all 16 dtypes and widened y dtypes x dense, padded,
  *      flipped (negative strides) and broadcast views x 1, 2, 3 threads (identical bits).
  *      Integers bit-exact; floats within tol(y) * sum|x*w| (+ one ulp of a reduced y).
- *      Again with a tiny workspace budget so every tiling path of cpu.im2col runs.
- *   3. im2col/col2im: hand-derived 1-D cases, the adjoint identity <im2col(x), c> ==
- *      <x, col2im(c)> exactly in integers, conv(x, w) == W * im2col(x) by a naive loop here,
- *      and the argument checks.
+ *      Again with a tiny workspace budget so every tiling path of cpu.im2col runs, and with
+ *      infinities and NaNs, which must land where cpu.ref puts them.
+ *   2. im2col/col2im: hand-derived 1-D cases, the adjoint identity <im2col(x), c> ==
+ *      <x, col2im(c)> exactly in integers, col2im against a fold written here,
+ *      conv(x, w) == W * im2col(x) by a naive loop here, and the argument checks.
+ *
+ * The GEMM under cpu.im2col has its own test, test_gemm.c.
  */
 #include "common/ref_conv.h"
 #include "cpu/engines/gemm.h"
 #include "harness.h"
 
-#include <time.h>
-
 static xconv_context *CTX[4]; /* CTX[t]: t threads */
 
 /* ---------------------------------------------------------------------------------------- */
-/* 1. GEMM                                                                                   */
-/* ---------------------------------------------------------------------------------------- */
-
-typedef struct ctv {
-    uint64_t u;
-    double re, im;
-} ctv;
-
-static bool ct_is_int(xconv_ctype ct)
-{
-    return ct == XCONV_CT_U32 || ct == XCONV_CT_U64;
-}
-
-static ctv ct_get(xconv_ctype ct, const void *base, int64_t i)
-{
-    ctv v = {0, 0, 0};
-    const char *p = (const char *)base + i * (int64_t)xconv__ctype_size(ct);
-    switch (ct) {
-    case XCONV_CT_U32: {
-        uint32_t t;
-        memcpy(&t, p, 4);
-        v.u = t;
-        break;
-    }
-    case XCONV_CT_U64: memcpy(&v.u, p, 8); break;
-    case XCONV_CT_F32: {
-        float t;
-        memcpy(&t, p, 4);
-        v.re = t;
-        break;
-    }
-    case XCONV_CT_F64: memcpy(&v.re, p, 8); break;
-    case XCONV_CT_C64: {
-        float t[2];
-        memcpy(t, p, 8);
-        v.re = t[0], v.im = t[1];
-        break;
-    }
-    default: {
-        double t[2];
-        memcpy(t, p, 16);
-        v.re = t[0], v.im = t[1];
-        break;
-    }
-    }
-    return v;
-}
-
-static void ct_set(xconv_ctype ct, void *base, int64_t i, ctv v)
-{
-    char *p = (char *)base + i * (int64_t)xconv__ctype_size(ct);
-    switch (ct) {
-    case XCONV_CT_U32: {
-        uint32_t t = (uint32_t)v.u;
-        memcpy(p, &t, 4);
-        break;
-    }
-    case XCONV_CT_U64: memcpy(p, &v.u, 8); break;
-    case XCONV_CT_F32: {
-        float t = (float)v.re;
-        memcpy(p, &t, 4);
-        break;
-    }
-    case XCONV_CT_F64: memcpy(p, &v.re, 8); break;
-    case XCONV_CT_C64: {
-        float t[2] = {(float)v.re, (float)v.im};
-        memcpy(p, t, 8);
-        break;
-    }
-    default: {
-        double t[2] = {v.re, v.im};
-        memcpy(p, t, 16);
-        break;
-    }
-    }
-}
-
-/* Integers: full-range bits; floats: small integers (exact sums) or, when !exact, reals. */
-static ctv ct_gen(xconv_ctype ct, tu_rng *r, bool exact)
-{
-    ctv v = {tu_next(r), 0, 0};
-    if (exact) {
-        v.re = (double)tu_int(r, -4, 4);
-        v.im = (double)tu_int(r, -4, 4);
-    } else {
-        v.re = 2 * tu_unit(r) - 1;
-        v.im = 2 * tu_unit(r) - 1;
-    }
-    if (ct == XCONV_CT_F32 || ct == XCONV_CT_F64) v.im = 0;
-    return v;
-}
-
-/* Packs a strided ct matrix through the public packing calls of gemm.h. */
-static void *pack_matrix(const xconv_gemm_geom *g, const void *src, int64_t rs, int64_t cs,
-                         int64_t rows, int64_t k, bool is_a)
-{
-    size_t bytes =
-        is_a ? xconv__gemm_packed_a_bytes(g, rows, k) : xconv__gemm_packed_b_bytes(g, k, rows);
-    void *dst = calloc(1, bytes + 64);
-    for (int64_t i = 0; i < rows; i++)
-        for (int64_t kk = 0; kk < k; kk++) {
-            const char *e = (const char *)src + (i * rs + kk * cs) * (int64_t)g->elem_bytes;
-            void *slot =
-                is_a ? xconv__gemm_a_slot(g, dst, k, i, kk) : xconv__gemm_b_slot(g, dst, k, kk, i);
-            xconv__gemm_put(g, is_a ? g->mr : g->nr, e, slot, 1);
-        }
-    return dst;
-}
-
-/* One product C (m x n) += A (m x k) * B (k x n) checked against the triple loop.
- * c_mode 0: C row-major with padded rows; 1: C column-major. g NULL: the general entry. */
-static void gemm_case(xconv_ctype ct, const xconv_gemm_geom *g, int64_t m, int64_t n, int64_t k,
-                      int c_mode, bool accumulate, tu_rng *r)
-{
-    const size_t es = xconv__ctype_size(ct);
-    const int64_t rs_a = k + 1, rs_b = 1, cs_b = k + 2; /* A row-major padded, B column-major */
-    const int64_t rs_c = c_mode ? 1 : n + 3, cs_c = c_mode ? m + 1 : 1;
-    const int64_t a_n = m * rs_a, b_n = n * cs_b, c_n = c_mode ? n * cs_c : m * rs_c;
-    void *a = calloc((size_t)a_n, es), *b = calloc((size_t)b_n, es), *c = calloc((size_t)c_n, es);
-    ctv *expect = calloc((size_t)(m * n), sizeof(ctv));
-    for (int64_t i = 0; i < a_n; i++) ct_set(ct, a, i, ct_gen(ct, r, true));
-    for (int64_t i = 0; i < b_n; i++) ct_set(ct, b, i, ct_gen(ct, r, true));
-    for (int64_t i = 0; i < c_n; i++) ct_set(ct, c, i, ct_gen(ct, r, true));
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < n; j++) {
-            ctv s = accumulate ? ct_get(ct, c, i * rs_c + j * cs_c) : (ctv){0, 0, 0};
-            for (int64_t kk = 0; kk < k; kk++) {
-                ctv x = ct_get(ct, a, i * rs_a + kk), y = ct_get(ct, b, kk * rs_b + j * cs_b);
-                s.u += x.u * y.u;
-                s.re += x.re * y.re - x.im * y.im;
-                s.im += x.re * y.im + x.im * y.re;
-            }
-            expect[i * n + j] = s;
-        }
-    if (g) {
-        void *ap = pack_matrix(g, a, rs_a, 1, m, k, true);
-        void *bp = pack_matrix(g, b, cs_b, rs_b, n, k, false);
-        xconv__gemm_packed(CTX[2], g, m, n, k, ap, bp, c, rs_c, cs_c, accumulate);
-        free(ap);
-        free(bp);
-    } else {
-        void *ws = malloc(xconv__gemm_workspace_bytes(ct, m, n, k) + 1);
-        xconv__gemm(CTX[3], ct, m, n, k, a, rs_a, 1, b, rs_b, cs_b, c, rs_c, cs_c, accumulate, ws);
-        free(ws);
-    }
-    int64_t bad = 0;
-    const uint64_t mask = ct == XCONV_CT_U32 ? 0xFFFFFFFFull : ~0ull;
-    for (int64_t i = 0; i < m; i++)
-        for (int64_t j = 0; j < n; j++) {
-            ctv got = ct_get(ct, c, i * rs_c + j * cs_c), want = expect[i * n + j];
-            bool ok = ct_is_int(ct) ? ((got.u ^ want.u) & mask) == 0
-                                    : got.re == want.re && got.im == want.im;
-            if (!ok && bad++ < 3)
-                fprintf(stderr,
-                        "  C[%" PRId64 ",%" PRId64 "] = %g%+gi (%" PRIu64 "), want %g%+gi (%" PRIu64
-                        ")\n",
-                        i, j, got.re, got.im, got.u, want.re, want.im, want.u);
-        }
-    XT_CHECK(bad == 0,
-             "gemm %s %s m%" PRId64 " n%" PRId64 " k%" PRId64 " c_mode%d acc%d: %" PRId64 " wrong",
-             xconv__ctype_name(ct), g ? g->isa : "xconv__gemm", m, n, k, c_mode, (int)accumulate,
-             bad);
-    free(a), free(b), free(c), free(expect);
-}
-
-/* Real data: the same product on 1, 2 and 3 threads must agree bit for bit. */
-static void gemm_threads_case(xconv_ctype ct, int64_t m, int64_t n, int64_t k, tu_rng *r)
-{
-    const size_t es = xconv__ctype_size(ct);
-    void *a = malloc((size_t)(m * k) * es), *b = malloc((size_t)(k * n) * es);
-    for (int64_t i = 0; i < m * k; i++) ct_set(ct, a, i, ct_gen(ct, r, false));
-    for (int64_t i = 0; i < k * n; i++) ct_set(ct, b, i, ct_gen(ct, r, false));
-    void *ws = malloc(xconv__gemm_workspace_bytes(ct, m, n, k));
-    void *c[4];
-    for (int t = 1; t <= 3; t++) {
-        c[t] = malloc((size_t)(m * n) * es);
-        xconv__gemm(CTX[t], ct, m, n, k, a, k, 1, b, n, 1, c[t], n, 1, false, ws);
-    }
-    XT_CHECK(memcmp(c[1], c[2], (size_t)(m * n) * es) == 0 &&
-                 memcmp(c[1], c[3], (size_t)(m * n) * es) == 0,
-             "gemm %s m%" PRId64 " n%" PRId64 " k%" PRId64 ": threads 1/2/3 differ",
-             xconv__ctype_name(ct), m, n, k);
-    for (int t = 1; t <= 3; t++) free(c[t]);
-    free(a), free(b), free(ws);
-}
-
-static void bench_gemm(xconv_ctype ct, int64_t s)
-{
-    const size_t es = xconv__ctype_size(ct);
-    tu_rng r = {7};
-    void *a = malloc((size_t)(s * s) * es), *b = malloc((size_t)(s * s) * es),
-         *c = malloc((size_t)(s * s) * es);
-    for (int64_t i = 0; i < s * s; i++)
-        ct_set(ct, a, i, ct_gen(ct, &r, false)), ct_set(ct, b, i, ct_gen(ct, &r, false));
-    void *ws = malloc(xconv__gemm_workspace_bytes(ct, s, s, s));
-    double best = 1e30;
-    for (int rep = 0; rep < 5; rep++) {
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        xconv__gemm(CTX[1], ct, s, s, s, a, s, 1, b, s, 1, c, s, 1, false, ws);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        double dt = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-        if (dt < best) best = dt;
-    }
-    const double flops = 2.0 * (double)s * (double)s * (double)s * (ct >= XCONV_CT_C64 ? 4 : 1);
-    printf("gemm %s %" PRId64 "^3, 1 thread, %s kernel: %.1f GFLOP/s (real flops)\n",
-           xconv__ctype_name(ct), s, xconv__gemm_geom(ct)->isa, flops / best * 1e-9);
-    free(a), free(b), free(c), free(ws);
-}
-
-static void test_gemm(void)
-{
-    static const char *const isas[] = {"generic", "avx2", "avx512"};
-    static const int64_t ms[] = {1, 5, 8, 13}, ns[] = {1, 7, 32, 45}, ks[] = {1, 3, 70, 600};
-    tu_rng r = {11};
-    for (int ct = 0; ct < XCONV_CT_COUNT; ct++) {
-        for (int v = 0; v < 3; v++) {
-            const xconv_gemm_geom *g = xconv__gemm_geom_isa((xconv_ctype)ct, isas[v]);
-            if (!g) continue;
-            for (int i = 0; i < 4; i++)
-                for (int j = 0; j < 4; j++)
-                    gemm_case((xconv_ctype)ct, g, ms[i], ns[j], ks[(i + j) % 4], (i + j) % 2,
-                              j % 2 == 1, &r);
-            gemm_case((xconv_ctype)ct, g, 37, 70, 600, 1, true, &r);
-        }
-        gemm_case((xconv_ctype)ct, NULL, 9, 33, 17, 0, true, &r);
-        gemm_case((xconv_ctype)ct, NULL, 70, 41, 300, 1, false, &r);
-        gemm_threads_case((xconv_ctype)ct, 70, 150, 530, &r);
-    }
-    bench_gemm(XCONV_CT_F32, 256);
-    bench_gemm(XCONV_CT_F64, 256);
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* 2. Engines against cpu.ref                                                                */
+/* 1. Engines against cpu.ref                                                                */
 /* ---------------------------------------------------------------------------------------- */
 
 typedef struct eng_case {
@@ -608,7 +371,7 @@ static void test_engines(void)
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* 3. im2col and col2im                                                                      */
+/* 2. im2col and col2im                                                                      */
 /* ---------------------------------------------------------------------------------------- */
 
 static xconv_params unfold_params(int d, xconv_layout L, const int64_t *s, const int64_t *t,
@@ -782,6 +545,84 @@ static void test_adjoint(void)
     }
 }
 
+/* col2im against a fold written here: every cols entry (n, (c, k), p) added at image
+ * position p*s + k*t - lo when that is inside, exact for integers and within 1e-5 of the sum
+ * of magnitudes (plus one ulp of a reduced y) for floats; 1, 2 and 3 threads agree bit for
+ * bit. */
+static void test_col2im_fold(void)
+{
+    static const xconv_dtype pairs[][2] = {
+        {XCONV_DTYPE_F32, XCONV_DTYPE_F32}, {XCONV_DTYPE_BF16, XCONV_DTYPE_F32},
+        {XCONV_DTYPE_C64, XCONV_DTYPE_C64}, {XCONV_DTYPE_F16, XCONV_DTYPE_F16},
+        {XCONV_DTYPE_U8, XCONV_DTYPE_U32},  {XCONV_DTYPE_I16, XCONV_DTYPE_I16}};
+    tu_rng r = {4242};
+    for (int trial = 0; trial < 36; trial++) {
+        const xconv_dtype cdt = pairs[trial % 6][0], ydt = pairs[trial % 6][1];
+        const int d = 1 + trial / 6 % 3;
+        const xconv_layout L =
+            trial / 18 % 2 ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST;
+        unfold_geo g = random_geo(&r, d, L);
+        int64_t is[XCONV_MAX_RANK], cs[3];
+        geo_shapes(&g, is, cs);
+        xconv_tensor c = make_view(cdt, 3, cs, trial % V_COUNT, 2u, false);
+        fill_all(&c, &r);
+        const int64_t ni = tu_numel(d + 2, is);
+        tu_val *want = calloc((size_t)ni, sizeof(tu_val));
+        double *mag = calloc((size_t)ni, sizeof(double));
+        int64_t idx[3] = {0, 0, 0}, img[XCONV_MAX_RANK], sp[3];
+        do {
+            const bool cl = L == XCONV_LAYOUT_CHANNELS_LAST;
+            const int64_t p = cl ? idx[1] : idx[2], row = cl ? idx[2] : idx[1];
+            const int64_t ch = cl ? row % g.c : row / g.kk, k = cl ? row / g.c : row % g.kk;
+            int64_t kr = k, pr = p;
+            bool inside = true;
+            for (int i = d - 1; i >= 0; i--) {
+                const int64_t ki = kr % g.k[i], pi = pr % g.y[i];
+                kr /= g.k[i], pr /= g.y[i];
+                sp[i] = pi * g.s[i] + ki * g.t[i] - g.lo[i];
+                inside = inside && sp[i] >= 0 && sp[i] < g.x[i];
+            }
+            if (!inside) continue;
+            tu_act_index(L, d, idx[0], ch, sp, img);
+            int64_t lin = 0;
+            for (int i = 0; i < d + 2; i++) lin = lin * is[i] + img[i];
+            tu_val v = tu_load(cdt, c.data, tu_offset(&c, idx));
+            want[lin].u += v.u, want[lin].re += v.re, want[lin].im += v.im;
+            mag[lin] += hypot(v.re, v.im);
+        } while (tu_next_index(3, cs, idx));
+        xconv_params q = unfold_params(d, L, g.s, g.t, g.lo, g.hi);
+        void *first = NULL;
+        for (int t = 1; t <= 3; t++) {
+            xconv_tensor y = tu_alloc(ydt, d + 2, is, 0xA5);
+            xconv_error err;
+            xconv_status st = xconv_col2im(CTX[t], &q, g.k, &c, &y, &err);
+            int64_t bad = 0;
+            for (int64_t i = 0; st == XCONV_STATUS_OK && i < ni; i++) {
+                tu_val a = tu_load(ydt, y.data, i);
+                if (tu_is_int(ydt)) {
+                    bad += !tu_same(ydt, a, tu_round_to(ydt, want[i]));
+                } else {
+                    const double b = 1e-5 * mag[i] + ulp_of(ydt, fabs(want[i].re)) +
+                                     ulp_of(ydt, fabs(want[i].im));
+                    bad += !(fabs(a.re - want[i].re) <= b && fabs(a.im - want[i].im) <= b);
+                }
+            }
+            XT_CHECK(st == XCONV_STATUS_OK && bad == 0,
+                     "col2im fold trial %d (%dd %s %s->%s, %d threads): %s, %" PRId64 " wrong",
+                     trial, d, L ? "cl" : "cf", tu_info(cdt)->name, tu_info(ydt)->name, t,
+                     err.description, bad);
+            if (t == 1) {
+                first = y.data;
+            } else {
+                XT_CHECK(memcmp(first, y.data, y.buffer_bytes) == 0,
+                         "col2im fold trial %d: %d threads differ from 1", trial, t);
+                free(y.data);
+            }
+        }
+        free(first), free(want), free(mag), free(c.data);
+    }
+}
+
 /* conv(x, w) == W * im2col(x): the columns from the library, the product by a naive loop
  * here, the convolution by the planner and by every engine forced by name. */
 static void test_conv_is_gemm(void)
@@ -926,9 +767,9 @@ int main(void)
             return 1;
         }
     }
-    test_gemm();
     test_unfold_hand();
     test_adjoint();
+    test_col2im_fold();
     test_conv_is_gemm();
     test_unfold_errors();
     test_engines();
