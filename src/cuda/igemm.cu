@@ -11,22 +11,27 @@
  * 8 (16) consecutive channels of one tap: cp.async moves them to shared memory directly, and
  * ldmatrix feeds mma.sync. No column buffer is materialized.
  *
- * Block tile 128 x 128 x 64 bytes of K (32 bf16 / 64 int8), 4-stage cp.async pipeline,
- * 8 warps each computing 64 x 32. The epilogue adds the bias and rounds once to y's dtype
- * through the shared device conversions, for any y strides.
+ * Block tile 128 x 128 x 128 bytes of K (64 bf16 / 128 int8), 3-stage cp.async pipeline,
+ * 8 warps each computing 64 x 32. The epilogue adds the bias, rounds once to y's dtype
+ * through the shared device conversions into a shared-memory tile, and writes the tile out
+ * row by row (16-byte vectors when y is channels-last and aligned, elements otherwise).
  */
 #include "cuda/common.cuh"
 
 #include <stdint.h>
+#include <stdlib.h>
 
 using namespace xconv_cuda;
 
 namespace {
 
-constexpr int BM = 128, BN = 128, BKB = 64 /* bytes of K per stage row */, STAGES = 4;
+constexpr int BM = 128, BN = 128, BKB = 128 /* bytes of K per stage row */, STAGES = 3;
 constexpr int THREADS = 256;
 constexpr int TILE_BYTES = BM * BKB;                 /* A and B tiles are the same size */
-constexpr int SMEM_BYTES = STAGES * 2 * TILE_BYTES;  /* 64 KiB */
+constexpr int SMEM_BYTES = STAGES * 2 * TILE_BYTES;  /* 96 KiB */
+constexpr int CHUNKS = BKB / 16;                     /* 16-byte chunks per tile row */
+constexpr int ROWS_PER_PASS = THREADS / CHUNKS;      /* rows one pass of the block loads */
+constexpr int PASSES = BM / ROWS_PER_PASS;
 
 enum class kind { bf16, f16, s8, u8 };
 
@@ -83,14 +88,15 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr)
                  : "r"(addr));
 }
 
-/* A tile row holds 4 chunks of 16 bytes; XOR-swizzling the chunk with row bits 1-2 puts the
- * 8 rows an ldmatrix phase reads on 8 distinct bank groups. */
-__device__ __forceinline__ int swz(int row, int chunk) { return row * BKB + ((chunk ^ ((row >> 1) & 3)) << 4); }
+/* A tile row holds 8 chunks of 16 bytes; XOR-swizzling the chunk with the row's low bits puts
+ * the 8 rows an ldmatrix phase reads on 8 distinct bank groups. */
+__device__ __forceinline__ int swz(int row, int chunk) { return row * BKB + ((chunk ^ (row & 7)) << 4); }
 
-template <kind K>
-__global__ void __launch_bounds__(THREADS)
+/* MINB 2: two blocks per SM at 128 registers (a few bytes spill); MINB 1: one block, none. */
+template <kind K, int MINB>
+__global__ void __launch_bounds__(THREADS, MINB)
 igemm_kernel(const xconv_canon p, const char *__restrict__ x, const char *__restrict__ w,
-             const char *__restrict__ bias, char *__restrict__ y)
+             const char *__restrict__ bias, char *__restrict__ y, int y_es, bool y_vec)
 {
     using acc_t = typename traits<K>::acc;
     constexpr int ES = traits<K>::esize;
@@ -107,15 +113,14 @@ igemm_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
     const int cchunks = (int)((p.cin_g * ES + BKB - 1) / BKB);
     const int KT = kvol * cchunks;
 
-    /* This thread's two A rows and two B rows (row = tid/4 + 64*i), and its 16-byte chunk. */
-    const int chunk = tid & 3;
-    int64_t a_base[2];
-    int a_q[2][3];
-    bool a_ok[2];
-    int64_t b_base[2];
-    bool b_ok[2];
-    for (int i = 0; i < 2; i++) {
-        const int row = (tid >> 2) + 64 * i;
+    /* This thread's A and B rows (row = tid/CHUNKS + ROWS_PER_PASS*i) and its chunk. */
+    const int chunk = tid % CHUNKS;
+    int64_t a_base[PASSES], b_base[PASSES];
+    int a_q[PASSES][3];
+    bool a_ok[PASSES], b_ok[PASSES];
+#pragma unroll
+    for (int i = 0; i < PASSES; i++) {
+        const int row = tid / CHUNKS + ROWS_PER_PASS * i;
         const int64_t m = m0 + row;
         a_ok[i] = m < M;
         int64_t r = a_ok[i] ? m : 0;
@@ -131,25 +136,31 @@ igemm_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
         b_ok[i] = o < p.cout_g;
         b_base[i] = p.w_off + g * p.w_sg + (b_ok[i] ? o : 0) * p.w_so;
     }
+    const int X0 = (int)p.x_size[0], X1 = (int)p.x_size[1], X2 = (int)p.x_size[2];
+    const int K1 = (int)p.k_size[1], K2 = (int)p.k_size[2];
+    const int D0 = (int)p.dil[0], D1 = (int)p.dil[1], D2 = (int)p.dil[2];
 
     auto load_stage = [&](int stage, int kt) {
         const int tap = kt / cchunks;
         const int c = (kt - tap * cchunks) * (BKB / ES) + chunk * EPC; /* first channel */
-        const int k2 = tap % (int)p.k_size[2];
-        const int k1 = (tap / (int)p.k_size[2]) % (int)p.k_size[1];
-        const int k0 = tap / (int)(p.k_size[2] * p.k_size[1]);
+        const int k2 = tap % K2;
+        const int k1 = (tap / K2) % K1;
+        const int k0 = tap / (K2 * K1);
         const bool c_ok = c < p.cin_g;
         unsigned char *sa = smem + stage * 2 * TILE_BYTES;
         unsigned char *sb = sa + TILE_BYTES;
+        const int64_t x_tap = (int64_t)k0 * D0 * p.x_ss[0] + (int64_t)k1 * D1 * p.x_ss[1] +
+                              (int64_t)k2 * D2 * p.x_ss[2] + c;
         const int64_t w_tap = k0 * p.w_sk[0] + k1 * p.w_sk[1] + k2 * p.w_sk[2] + c;
-        for (int i = 0; i < 2; i++) {
-            const int row = (tid >> 2) + 64 * i;
-            const int q0 = a_q[i][0] + k0 * (int)p.dil[0];
-            const int q1 = a_q[i][1] + k1 * (int)p.dil[1];
-            const int q2 = a_q[i][2] + k2 * (int)p.dil[2];
-            const bool ok = a_ok[i] && c_ok && q0 >= 0 && q0 < p.x_size[0] && q1 >= 0 &&
-                            q1 < p.x_size[1] && q2 >= 0 && q2 < p.x_size[2];
-            const char *src = ok ? x + (a_base[i] + q0 * p.x_ss[0] + q1 * p.x_ss[1] + q2 * p.x_ss[2] + c) * ES : x;
+#pragma unroll
+        for (int i = 0; i < PASSES; i++) {
+            const int row = tid / CHUNKS + ROWS_PER_PASS * i;
+            const int q0 = a_q[i][0] + k0 * D0, q1 = a_q[i][1] + k1 * D1, q2 = a_q[i][2] + k2 * D2;
+            const bool ok = a_ok[i] && c_ok && (unsigned)q0 < (unsigned)X0 &&
+                            (unsigned)q1 < (unsigned)X1 && (unsigned)q2 < (unsigned)X2;
+            const char *src = ok ? x + (a_base[i] + a_q[i][0] * p.x_ss[0] + a_q[i][1] * p.x_ss[1] +
+                                        a_q[i][2] * p.x_ss[2] + x_tap) * ES
+                                 : x;
             cp_async16(smem_addr(sa + swz(row, chunk)), src, ok);
             const bool okb = b_ok[i] && c_ok;
             const char *srcb = okb ? w + (b_base[i] + w_tap) * ES : w;
@@ -178,7 +189,7 @@ igemm_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
         const unsigned char *sa = smem + (kt % STAGES) * 2 * TILE_BYTES;
         const unsigned char *sb = sa + TILE_BYTES;
 #pragma unroll
-        for (int ks = 0; ks < 2; ks++) { /* two 32-byte steps of K per stage */
+        for (int ks = 0; ks < BKB / 32; ks++) { /* 32-byte steps of K */
             uint32_t af[4][4], bfr[2][4];
 #pragma unroll
             for (int mt = 0; mt < 4; mt++) {
@@ -198,39 +209,77 @@ igemm_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
         }
     }
     cp_async_wait<0>();
+    __syncthreads(); /* the pipeline's shared memory becomes the output tile */
 
-    /* Epilogue: bias, one rounding to y's dtype, any y strides. */
+    /* Epilogue 1: bias and one rounding to y's dtype, into a [BM][BN] tile of y elements
+     * (rows padded by 16 bytes against bank conflicts). */
+    const int pitch = BN * y_es + 16;
 #pragma unroll
     for (int mt = 0; mt < 4; mt++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            const int64_t m = m0 + warp_m * 64 + mt * 16 + (lane >> 2) + 8 * h;
-            if (m >= M) continue;
-            int64_t r = m;
-            const int64_t j2 = r % Y2; r /= Y2;
-            const int64_t j1 = r % Y1; r /= Y1;
-            const int64_t j0 = r % Y0;
-            const int64_t n = r / Y0;
-            const int64_t ybase = p.y_off + n * p.y_sn + j0 * p.y_ss[0] + j1 * p.y_ss[1] + j2 * p.y_ss[2];
+            const int r = warp_m * 64 + mt * 16 + (lane >> 2) + 8 * h;
 #pragma unroll
             for (int nt = 0; nt < 4; nt++)
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
-                    const int64_t o = o0 + warp_n * 32 + nt * 8 + (lane & 3) * 2 + e;
-                    if (o >= p.cout_g) continue;
-                    const int64_t co = g * p.cout_g + o;
+                    const int cidx = warp_n * 32 + nt * 8 + (lane & 3) * 2 + e;
+                    const int64_t o = o0 + cidx;
+                    const int64_t co = g * p.cout_g + (o < p.cout_g ? o : 0);
                     const acc_t v = acc[mt][nt][h * 2 + e];
-                    if constexpr (sizeof(acc_t) == 4 && K != kind::bf16 && K != kind::f16) {
+                    unsigned char *dst = smem + r * pitch;
+                    if constexpr (K != kind::bf16 && K != kind::f16) {
                         uint32_t u = (uint32_t)v;
                         if (bias) u += ops<uint32_t>::load(p.bias_dtype, bias, p.b_off + co * p.b_s);
-                        store_int(p.y_dtype, y, ybase + co * p.y_sc, u);
+                        store_int(p.y_dtype, dst, cidx, u);
                     } else {
                         float f = v;
                         if (bias) f += load_f32(p.bias_dtype, bias, p.b_off + co * p.b_s);
-                        store_f32(p.y_dtype, y, ybase + co * p.y_sc, f);
+                        store_f32(p.y_dtype, dst, cidx, f);
                     }
                 }
         }
+    __syncthreads();
+
+    /* Epilogue 2: the tile to y, consecutive threads on consecutive output channels. */
+    const int cols = (int)(p.cout_g - o0 < BN ? p.cout_g - o0 : BN);
+    const int row_bytes = cols * y_es;
+    const int64_t col0 = (g * p.cout_g + o0) * p.y_sc;
+    if (y_vec) {
+        const int vpr = BN * y_es / 16; /* 16-byte pieces per full row */
+        for (int idx = tid; idx < BM * vpr; idx += THREADS) {
+            const int r = idx / vpr, v = idx % vpr;
+            const int64_t m = m0 + r;
+            if (m >= M || v * 16 >= row_bytes) continue;
+            int64_t t = m;
+            const int64_t j2 = t % Y2; t /= Y2;
+            const int64_t j1 = t % Y1; t /= Y1;
+            const int64_t j0 = t % Y0;
+            const int64_t n = t / Y0;
+            const int64_t ye = p.y_off + n * p.y_sn + j0 * p.y_ss[0] + j1 * p.y_ss[1] + j2 * p.y_ss[2] + col0;
+            *(uint4 *)(y + ye * y_es + v * 16) = *(const uint4 *)(smem + r * pitch + v * 16);
+        }
+    } else {
+        for (int idx = tid; idx < BM * BN; idx += THREADS) {
+            const int r = idx / BN, c = idx % BN;
+            const int64_t m = m0 + r;
+            if (m >= M || c >= cols) continue;
+            int64_t t = m;
+            const int64_t j2 = t % Y2; t /= Y2;
+            const int64_t j1 = t % Y1; t /= Y1;
+            const int64_t j0 = t % Y0;
+            const int64_t n = t / Y0;
+            const int64_t ye = p.y_off + n * p.y_sn + j0 * p.y_ss[0] + j1 * p.y_ss[1] + j2 * p.y_ss[2] +
+                               col0 + c * p.y_sc;
+            const unsigned char *src = smem + r * pitch + c * y_es;
+            char *dst = y + ye * y_es;
+            switch (y_es) {
+            case 1: *(uint8_t *)dst = *src; break;
+            case 2: *(uint16_t *)dst = *(const uint16_t *)src; break;
+            default: *(uint32_t *)dst = *(const uint32_t *)src; break;
+            }
+        }
+    }
 }
 
 bool aligned16(int64_t elems, int es) { return (elems * es) % 16 == 0; }
@@ -277,9 +326,21 @@ template <kind K> xconv_status launch(const xconv_exec *e, cudaStream_t stream)
     const xconv_canon *p = e->p;
     const int64_t M = p->n * xconv__prod3(p->y_size);
     const dim3 grid((unsigned)((M + BM - 1) / BM), (unsigned)((p->cout_g + BN - 1) / BN), (unsigned)p->groups);
-    cudaFuncSetAttribute(igemm_kernel<K>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
-    igemm_kernel<K><<<grid, THREADS, SMEM_BYTES, stream>>>(*p, (const char *)e->x, (const char *)e->w,
-                                                          (const char *)e->bias, (char *)e->y);
+    const int yes = (int)xconv_dtype_size(p->y_dtype);
+    /* Whole 16-byte pieces of y rows: channels contiguous and every row start aligned. */
+    bool vec = p->y_sc == 1 && (uintptr_t)e->y % 16 == 0;
+    const int64_t ys[] = {p->y_off, p->y_sn, p->y_ss[0], p->y_ss[1], p->y_ss[2], p->cout_g};
+    for (int64_t v : ys) vec = vec && aligned16(v, yes);
+    /* XCONV_CUDA_IGEMM_MINB=1 selects the one-block-per-SM build (for measuring both). */
+    static int minb = 0;
+    if (!minb) {
+        const char *v = getenv("XCONV_CUDA_IGEMM_MINB");
+        minb = v && v[0] == '1' ? 1 : 2;
+    }
+    auto kern = minb == 1 ? igemm_kernel<K, 1> : igemm_kernel<K, 2>;
+    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
+    kern<<<grid, THREADS, SMEM_BYTES, stream>>>(*p, (const char *)e->x, (const char *)e->w,
+                                                (const char *)e->bias, (char *)e->y, yes, vec);
     return XCONV_STATUS_OK;
 }
 
