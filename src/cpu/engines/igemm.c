@@ -31,7 +31,8 @@
 
 typedef struct ig_geom {
     const xconv_igemm_geom *g;
-    bool    copy;        /* x goes through the converted, padded channels-last buffer */
+    bool    copy;        /* x goes through the converted channels-last buffer */
+    bool    pad_copy;    /* ... which holds conv's padding as zeros (no bounds checks) */
     bool    merge;       /* a run is a whole kernel row (K2 taps) */
     bool    y_direct;    /* the kernel writes y in place */
     int64_t len;         /* values per run */
@@ -56,10 +57,16 @@ static ig_geom ig_geom_of(const xconv_canon *p)
     const bool padded = p->pad_lo[0] || p->pad_hi[0] || p->pad_lo[1] || p->pad_hi[1] ||
                         p->pad_lo[2] || p->pad_hi[2];
     const bool direct_x = xconv__same_bits(p->ct, p->x_dtype) && p->x_sc == 1;
-    q.copy = !direct_x || (!tr && padded && p->cin_g < IG_SHORT_RUN);
+    /* Padding is materialized only while it stays a modest part of the buffer. */
+    double pad_elems = 1.0, x_elems = (double)xconv__prod3(p->x_size);
+    for (int i = 0; i < 3; i++)
+        pad_elems *= (double)p->x_size[i] + (double)p->pad_lo[i] + (double)p->pad_hi[i];
+    const bool pad_ok = !tr && pad_elems <= 2.0 * x_elems + 65536.0;
+    q.copy = !direct_x || (!tr && padded && p->cin_g < IG_SHORT_RUN && pad_ok);
+    q.pad_copy = q.copy && pad_ok;
     const bool row_dense = q.copy ? true : p->x_ss[2] == p->cin;
     q.merge = !tr && p->dil[2] == 1 && p->groups == 1 && row_dense &&
-              (q.copy || (p->pad_lo[2] == 0 && p->pad_hi[2] == 0));
+              (q.pad_copy || (p->pad_lo[2] == 0 && p->pad_hi[2] == 0));
     q.len = q.merge ? p->k_size[2] * p->cin_g : p->cin_g;
     q.runs = q.merge ? p->k_size[0] * p->k_size[1] : xconv__prod3(p->k_size);
     q.max_runs = xconv__prod3(p->k_size);
@@ -68,7 +75,7 @@ static ig_geom ig_geom_of(const xconv_canon *p)
     q.panels = (p->cout_g + q.g->nr - 1) / q.g->nr;
     q.row_bytes = (size_t)q.g->nr * cs;
     for (int i = 0; i < 3; i++)
-        q.xp[i] = p->x_size[i] + (tr ? 0 : p->pad_lo[i] + p->pad_hi[i]);
+        q.xp[i] = p->x_size[i] + (q.pad_copy ? p->pad_lo[i] + p->pad_hi[i] : 0);
     const size_t img_bytes = (size_t)xconv__prod3(q.xp) * (size_t)p->cin * cs;
     q.chunk_n = p->n;
     if (q.copy) {
@@ -171,8 +178,8 @@ static void convert_x_range(void *arg, int64_t begin, int64_t end, int slot)
     const ig_geom *q = t->q;
     const size_t cs = xconv__ctype_size(p->ct);
     const int64_t xes = (int64_t)xconv_dtype_size(p->x_dtype);
-    const bool tr = p->op == XCONV_OP_CONV_TRANSPOSE;
-    const int64_t lo0 = tr ? 0 : p->pad_lo[0], lo1 = tr ? 0 : p->pad_lo[1], lo2 = tr ? 0 : p->pad_lo[2];
+    const bool pc = q->pad_copy;
+    const int64_t lo0 = pc ? p->pad_lo[0] : 0, lo1 = pc ? p->pad_lo[1] : 0, lo2 = pc ? p->pad_lo[2] : 0;
     const size_t row_bytes = (size_t)(q->xp[2] * p->cin) * cs;
     for (int64_t item = begin; item < end; item++) {
         const int64_t b1 = item % q->xp[1], b0 = item / q->xp[1] % q->xp[0], nl = item / (q->xp[0] * q->xp[1]);
@@ -233,8 +240,8 @@ static int64_t conv_tile(const ig_task *t, int64_t g, int64_t tile, const char *
         pos[i][3] = flat < 0 ? 0 : flat % Y2;
     }
     const int64_t k2n = q->merge ? 1 : p->k_size[2];
-    const int64_t lo0 = q->copy ? 0 : p->pad_lo[0], lo1 = q->copy ? 0 : p->pad_lo[1],
-                  lo2 = q->copy ? 0 : p->pad_lo[2];
+    const int64_t lo0 = q->pad_copy ? 0 : p->pad_lo[0], lo1 = q->pad_copy ? 0 : p->pad_lo[1],
+                  lo2 = q->pad_copy ? 0 : p->pad_lo[2];
     int64_t r = 0;
     for (int64_t k0 = 0; k0 < p->k_size[0]; k0++)
         for (int64_t k1 = 0; k1 < p->k_size[1]; k1++)
@@ -246,7 +253,7 @@ static int64_t conv_tile(const ig_task *t, int64_t g, int64_t tile, const char *
                                      pos[i][2] * p->stride[1] + k1 * p->dil[1] - lo1,
                                      pos[i][3] * p->stride[2] + k2 * p->dil[2] - lo2};
                     bool in = pos[i][0] >= 0;
-                    if (!q->copy)
+                    if (!q->pad_copy)
                         for (int d = 0; d < 3; d++) in = in && qp[d] >= 0 && qp[d] < p->x_size[d];
                     a[r * mr + i] = in ? x_at(t, pos[i][0], qp, g * p->cin_g) : zero;
                 }
