@@ -122,6 +122,19 @@ static void huge_work(state *s)
     s->bias.shape[0] = bs[0];
 }
 
+/* An engine of the table that does not support the (valid) problem of s; the depthwise
+ * engine's name if every engine does (then the row fails and says so). */
+static const char *unsupporting_engine(const state *s)
+{
+    for (int e = 0; e < xconv_engine_count(); e++) {
+        xconv_error err;
+        if (xconv_engine_supports(xconv_engine_name(e), s->pp, s->px, s->pw, s->pb, s->py, &err) ==
+            XCONV_STATUS_UNSUPPORTED)
+            return xconv_engine_name(e);
+    }
+    return "cpu.depthwise";
+}
+
 /* Flags: which other entry points a row also goes through. */
 #define F_SHAPE 1   /* the failure is in params/shapes: xconv_output_shape reports it too */
 #define F_PROBLEM 2 /* the failure is in the problem: xconv_engine_supports reports it too */
@@ -312,7 +325,7 @@ static void huge_work(state *s)
     /* engines and plans */                                                                           \
     X(engine_unknown, CONV2D, s->opt.engine = "cpu.no_such_engine", UNSUPPORTED, "engine",            \
       "cpu.no_such_engine", 0)                                                                        \
-    X(engine_unsupported, CONV2D, s->opt.engine = "cpu.depthwise", UNSUPPORTED, "engine",             \
+    X(engine_unsupported, CONV2D, s->opt.engine = unsupporting_engine(s), UNSUPPORTED, "engine",      \
       "does not support", 0)
 
 /* Without a CUDA backend, CUDA tensors are refused as UNSUPPORTED (DESIGN.md §3: "the device
