@@ -43,6 +43,10 @@ static const eng_case CASES[] = {
      CV, 1, 2, 3, 5, 1, {13}, {3}, {2}, {2}, {2}, {1}, {0}, true},
     {"conv1d groups 3", CV, 1, 1, 6, 9, 3, {11}, {4}, {3}, {1}, {1}, {2}, {0}, false},
     {"conv1d depthwise", CV, 1, 2, 5, 5, 5, {10}, {3}, {1}, {1}, {1}, {1}, {0}, true},
+    {"conv1d padding hides a tap from every output",
+     CV, 1, 2, 2, 3, 1, {1}, {3}, {1}, {1}, {2}, {0}, {0}, true},
+    {"conv2d padding hides taps, stride 2",
+     CV, 2, 1, 2, 2, 1, {2, 1}, {3, 3}, {2, 1}, {1, 1}, {2, 2}, {0, 1}, {0}, false},
     {"conv1d kernel wider than input with padding",
      CV, 1, 1, 2, 3, 1, {3}, {5}, {1}, {1}, {2}, {2}, {0}, true},
     {"conv2d plain with bias",
@@ -476,7 +480,9 @@ static unfold_geo random_geo(tu_rng *r, int d, xconv_layout L)
         const int64_t span = g.t[i] * (g.k[i] - 1) + 1;
         g.x[i] = tu_int(r, 1, d == 3 ? 5 : 9);
         if (g.x[i] + g.lo[i] + g.hi[i] < span) g.x[i] = span;
-        g.y[i] = (g.x[i] + g.lo[i] + g.hi[i] - span) / g.s[i] + 1;
+        if (tu_int(r, 0, 3) == 0) /* the padding hides tap 0 from every position */
+            g.x[i] = 1, g.k[i] = 3, g.s[i] = 1, g.t[i] = 1, g.lo[i] = 2, g.hi[i] = 0;
+        g.y[i] = (g.x[i] + g.lo[i] + g.hi[i] - (g.t[i] * (g.k[i] - 1) + 1)) / g.s[i] + 1;
         g.kk *= g.k[i], g.l *= g.y[i];
     }
     return g;

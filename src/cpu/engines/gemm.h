@@ -146,7 +146,7 @@ static inline void xconv__valid_range(int64_t off, int64_t s, int64_t x, int64_t
                                       int64_t *b)
 {
     const int64_t lo = xconv__ceil_div(-off, s), hi = xconv__floor_div(x - 1 - off, s) + 1;
-    *a = lo < 0 ? 0 : lo;
+    *a = lo < 0 ? 0 : lo > y ? y : lo; /* padding may hide a tap from every position */
     *b = hi > y ? y : hi;
     if (*b < *a) *b = *a;
 }
