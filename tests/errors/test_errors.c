@@ -387,6 +387,16 @@ static bool record_matches(const char *row_name, const char *call, xconv_status 
     return ok;
 }
 
+/* Fills a record with garbage (NUL-terminated strings, so a record the library forgot to
+ * fill fails the checks instead of overrunning them). */
+static void poison(xconv_error *err)
+{
+    memset(err, 0x5A, sizeof *err);
+    err->operation[sizeof err->operation - 1] = '\0';
+    err->parameter[sizeof err->parameter - 1] = '\0';
+    err->description[sizeof err->description - 1] = '\0';
+}
+
 /* Every buffer must be as init_state left it: y's arena all canary, the inputs unchanged. */
 static bool buffers_intact(const state *s, const state *pristine)
 {
@@ -406,7 +416,7 @@ static void run_row(const row *r)
         xconv_error  err;
         xconv_status st;
         const char  *name;
-        memset(&err, 0x5A, sizeof err);
+        poison(&err);
         if (call == 0) {
             name = "xconv_conv";
             const char *used = "untouched";
@@ -699,7 +709,7 @@ static void test_unfold_rows(void)
         init_ustate(&u, r->which);
         init_ustate(&pristine, r->which);
         r->mutate(&u);
-        memset(&err, 0x5A, sizeof err);
+        poison(&err);
         xconv_status st = r->which == IM2COL ? xconv_im2col(NULL, u.pp, u.pk, u.pimg, u.pcols, &err)
                                              : xconv_col2im(NULL, u.pp, u.pk, u.pcols, u.pimg, &err);
         expect_row(r->name, r->which == IM2COL ? "xconv_im2col" : "xconv_col2im", st, &err,
