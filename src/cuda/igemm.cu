@@ -19,7 +19,6 @@
 #include "cuda/common.cuh"
 
 #include <stdint.h>
-#include <stdlib.h>
 
 using namespace xconv_cuda;
 
@@ -92,7 +91,7 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr)
  * the 8 rows an ldmatrix phase reads on 8 distinct bank groups. */
 __device__ __forceinline__ int swz(int row, int chunk) { return row * BKB + ((chunk ^ (row & 7)) << 4); }
 
-/* MINB 2: two blocks per SM at 128 registers (a few bytes spill); MINB 1: one block, none. */
+/* MINB 2: two blocks per SM at 128 registers; MINB 1 (one block, 168 registers) was slower. */
 template <kind K, int MINB>
 __global__ void __launch_bounds__(THREADS, MINB)
 igemm_kernel(const xconv_canon p, const char *__restrict__ x, const char *__restrict__ w,
@@ -131,7 +130,9 @@ igemm_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
         a_q[i][0] = (int)(j0 * p.stride[0] - p.pad_lo[0]);
         a_q[i][1] = (int)(j1 * p.stride[1] - p.pad_lo[1]);
         a_q[i][2] = (int)(j2 * p.stride[2] - p.pad_lo[2]);
-        a_base[i] = p.x_off + n * p.x_sn + g * p.cin_g * p.x_sc;
+        /* x element of tap 0, channel 0 (may lie in the padding: only read when in bounds) */
+        a_base[i] = p.x_off + n * p.x_sn + g * p.cin_g * p.x_sc + a_q[i][0] * p.x_ss[0] +
+                    a_q[i][1] * p.x_ss[1] + a_q[i][2] * p.x_ss[2];
         const int64_t o = o0 + row;
         b_ok[i] = o < p.cout_g;
         b_base[i] = p.w_off + g * p.w_sg + (b_ok[i] ? o : 0) * p.w_so;
@@ -158,9 +159,7 @@ igemm_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
             const int q0 = a_q[i][0] + k0 * D0, q1 = a_q[i][1] + k1 * D1, q2 = a_q[i][2] + k2 * D2;
             const bool ok = a_ok[i] && c_ok && (unsigned)q0 < (unsigned)X0 &&
                             (unsigned)q1 < (unsigned)X1 && (unsigned)q2 < (unsigned)X2;
-            const char *src = ok ? x + (a_base[i] + a_q[i][0] * p.x_ss[0] + a_q[i][1] * p.x_ss[1] +
-                                        a_q[i][2] * p.x_ss[2] + x_tap) * ES
-                                 : x;
+            const char *src = ok ? x + (a_base[i] + x_tap) * ES : x;
             cp_async16(smem_addr(sa + swz(row, chunk)), src, ok);
             const bool okb = b_ok[i] && c_ok;
             const char *srcb = okb ? w + (b_base[i] + w_tap) * ES : w;
@@ -241,36 +240,35 @@ igemm_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
         }
     __syncthreads();
 
-    /* Epilogue 2: the tile to y, consecutive threads on consecutive output channels. */
+    /* Epilogue 2: the tile to y, consecutive threads on consecutive output channels; each
+     * row's y offset is computed once, by one thread, into shared memory after the tile. */
+    int64_t *row_off = (int64_t *)(smem + BM * pitch);
+    if (tid < BM) {
+        int64_t t = m0 + tid < M ? m0 + tid : 0;
+        const int64_t j2 = t % Y2; t /= Y2;
+        const int64_t j1 = t % Y1; t /= Y1;
+        const int64_t j0 = t % Y0;
+        const int64_t n = t / Y0;
+        row_off[tid] = p.y_off + n * p.y_sn + j0 * p.y_ss[0] + j1 * p.y_ss[1] + j2 * p.y_ss[2] +
+                       (g * p.cout_g + o0) * p.y_sc;
+    }
+    __syncthreads();
     const int cols = (int)(p.cout_g - o0 < BN ? p.cout_g - o0 : BN);
     const int row_bytes = cols * y_es;
-    const int64_t col0 = (g * p.cout_g + o0) * p.y_sc;
     if (y_vec) {
         const int vpr = BN * y_es / 16; /* 16-byte pieces per full row */
         for (int idx = tid; idx < BM * vpr; idx += THREADS) {
             const int r = idx / vpr, v = idx % vpr;
             const int64_t m = m0 + r;
             if (m >= M || v * 16 >= row_bytes) continue;
-            int64_t t = m;
-            const int64_t j2 = t % Y2; t /= Y2;
-            const int64_t j1 = t % Y1; t /= Y1;
-            const int64_t j0 = t % Y0;
-            const int64_t n = t / Y0;
-            const int64_t ye = p.y_off + n * p.y_sn + j0 * p.y_ss[0] + j1 * p.y_ss[1] + j2 * p.y_ss[2] + col0;
-            *(uint4 *)(y + ye * y_es + v * 16) = *(const uint4 *)(smem + r * pitch + v * 16);
+            *(uint4 *)(y + row_off[r] * y_es + v * 16) = *(const uint4 *)(smem + r * pitch + v * 16);
         }
     } else {
         for (int idx = tid; idx < BM * BN; idx += THREADS) {
             const int r = idx / BN, c = idx % BN;
             const int64_t m = m0 + r;
             if (m >= M || c >= cols) continue;
-            int64_t t = m;
-            const int64_t j2 = t % Y2; t /= Y2;
-            const int64_t j1 = t % Y1; t /= Y1;
-            const int64_t j0 = t % Y0;
-            const int64_t n = t / Y0;
-            const int64_t ye = p.y_off + n * p.y_sn + j0 * p.y_ss[0] + j1 * p.y_ss[1] + j2 * p.y_ss[2] +
-                               col0 + c * p.y_sc;
+            const int64_t ye = row_off[r] + c * p.y_sc;
             const unsigned char *src = smem + r * pitch + c * y_es;
             char *dst = y + ye * y_es;
             switch (y_es) {
@@ -331,13 +329,8 @@ template <kind K> xconv_status launch(const xconv_exec *e, cudaStream_t stream)
     bool vec = p->y_sc == 1 && (uintptr_t)e->y % 16 == 0;
     const int64_t ys[] = {p->y_off, p->y_sn, p->y_ss[0], p->y_ss[1], p->y_ss[2], p->cout_g};
     for (int64_t v : ys) vec = vec && aligned16(v, yes);
-    /* XCONV_CUDA_IGEMM_MINB=1 selects the one-block-per-SM build (for measuring both). */
-    static int minb = 0;
-    if (!minb) {
-        const char *v = getenv("XCONV_CUDA_IGEMM_MINB");
-        minb = v && v[0] == '1' ? 1 : 2;
-    }
-    auto kern = minb == 1 ? igemm_kernel<K, 1> : igemm_kernel<K, 2>;
+    /* Two blocks per SM measured 1.2-1.8x faster than one (GPU.md). */
+    auto kern = igemm_kernel<K, 2>;
     cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
     kern<<<grid, THREADS, SMEM_BYTES, stream>>>(*p, (const char *)e->x, (const char *)e->w,
                                                 (const char *)e->bias, (char *)e->y, yes, vec);
