@@ -104,18 +104,24 @@ static void make_tensor(reader *r, ftensor *f, xconv_dtype dt, int rank, const i
             if (mode >= 2 && rd_u8(r) < 64) t->strides[i] = -step;
             if (mode >= 3 && rd_u8(r) < 48) t->strides[i] = rd_small(r, -2, 2);
             if (mode == 4 && rd_u8(r) < 32) t->strides[i] = rd_small(r, -100, 100);
-            if (__builtin_mul_overflow(step, s + (mode >= 2 ? rd_u8(r) % 3 : 0), &step)) step = 1;
+            int64_t ext;
+            if (__builtin_add_overflow(s, (int64_t)(mode >= 2 ? rd_u8(r) % 3 : 0), &ext) ||
+                __builtin_mul_overflow(step, ext, &step))
+                step = 1;
         }
-        /* The element hull, in 128 bits so that nothing here overflows. */
-        __int128 lo = 0, hi = 0;
-        bool     empty = false;
+        /* The element hull, in 128 bits and clamped far beyond any buffer, so that nothing
+         * here overflows. */
+        const __int128 far = (__int128)1 << 100;
+        __int128       lo = 0, hi = 0;
+        bool           empty = false;
         for (int i = 0; i < vr; i++) {
             if (t->shape[i] <= 0) empty = true;
             __int128 reach = (__int128)(t->shape[i] > 0 ? t->shape[i] - 1 : 0) * t->strides[i];
-            if (reach < 0) lo += reach;
-            else hi += reach;
+            if (reach < 0) lo = lo + reach < -far ? -far : lo + reach;
+            else hi = hi + reach > far ? far : hi + reach;
         }
-        t->offset = rd_u8(r) < 240 ? (int64_t)(-lo) + rd_small(r, 0, 3) : rd_small(r, -4, 4);
+        __int128 off = rd_u8(r) < 240 ? -lo + rd_small(r, 0, 3) : (__int128)rd_small(r, -4, 4);
+        t->offset = off > INT64_MAX ? INT64_MAX : off < INT64_MIN ? INT64_MIN : (int64_t)off;
         __int128 end = ((__int128)t->offset + hi + 1) * (__int128)es;
         if (!empty && (__int128)t->offset + lo >= 0 && end <= CAP_BYTES) need = (size_t)end;
         f->alloc_bytes = need ? need : (size_t)rd_small(r, 1, 256);
