@@ -307,8 +307,12 @@ static xconv_status prepare(which wh, const xconv_params *p, const int64_t *kern
     u->img_dtype = img->dtype;
     u->cols_dtype = cols->dtype;
     u->ct = xconv__compute_type(cols->dtype, img->dtype);
+    /* A dim of size 1 may carry any stride; its index is always 0, so its stride becomes 0
+     * and the kernels never scale a stride that no element spans. */
     int64_t st[XCONV_MAX_RANK];
     view_strides(img, st, &u->img_off);
+    for (int i = 0; i < img->rank; i++)
+        if (img->shape[i] == 1) st[i] = 0;
     u->img_sn = st[0];
     u->img_sc = st[img_c];
     for (int j = 0; j < 3; j++) {
@@ -316,6 +320,8 @@ static xconv_status prepare(which wh, const xconv_params *p, const int64_t *kern
         u->img_ss[j] = i < 0 ? 0 : st[img_sp + i];
     }
     view_strides(cols, u->cols_s, &u->cols_off);
+    for (int i = 0; i < 3; i++)
+        if (cols->shape[i] == 1) u->cols_s[i] = 0;
     return XCONV_STATUS_OK;
 }
 

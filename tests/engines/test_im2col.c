@@ -763,6 +763,40 @@ static void test_unfold_errors(void)
     XT_CHECK(st == XCONV_STATUS_OK, "col2im N=0: %s %s", xconv_status_name(st), err.description);
 }
 
+/* A dim of size 1 may carry any stride (only (size-1)*stride must fit): 2^62 on every dim
+ * of x, cols, w and y must not overflow any offset arithmetic (UBSan checks it). */
+static void test_huge_unit_strides(void)
+{
+    const int64_t huge = (int64_t)1 << 62, one[3] = {1, 1, 1}, k1 = 1;
+    int32_t xv = 7, wv = -3, cv = 0, yv = 0;
+    xconv_tensor x = xconv_tensor_contiguous(XCONV_DTYPE_I32, 3, one, &xv);
+    x.strided = true, x.buffer_bytes = 4;
+    for (int i = 0; i < 3; i++) x.strides[i] = huge;
+    xconv_tensor c = x, w = x, y = x;
+    c.data = &cv, w.data = &wv, y.data = &yv;
+    xconv_params q = xconv_params_init(XCONV_OP_CONV, 1, XCONV_LAYOUT_CHANNELS_FIRST);
+    xconv_error err;
+    xconv_status st = xconv_im2col(CTX[2], &q, &k1, &x, &c, &err);
+    XT_CHECK(st == XCONV_STATUS_OK && cv == 7, "im2col with 2^62 unit strides: %s %s, cols %d",
+             xconv_status_name(st), err.description, (int)cv);
+    st = xconv_col2im(CTX[2], &q, &k1, &c, &y, &err);
+    XT_CHECK(st == XCONV_STATUS_OK && yv == 7, "col2im with 2^62 unit strides: %s %s, y %d",
+             xconv_status_name(st), err.description, (int)yv);
+    for (int e = 0; e < xconv_engine_count(); e++) {
+        const char *name = xconv_engine_name(e), *used = NULL;
+        for (int op = 0; op < 2; op++) {
+            xconv_plan_options o = {.engine = name};
+            q.op = (xconv_op)op;
+            yv = 0;
+            st = xconv_conv(CTX[2], &q, &x, &w, NULL, &y, &o, &used, &err);
+            if (st == XCONV_STATUS_UNSUPPORTED && strcmp(name, "cpu.im2col") != 0) continue;
+            XT_CHECK(st == XCONV_STATUS_OK && yv == -21,
+                     "%s with 2^62 unit strides [%s]: %s %s, y %d", op ? "conv_transpose" : "conv",
+                     name, xconv_status_name(st), err.description, (int)yv);
+        }
+    }
+}
+
 int main(void)
 {
     for (int t = 1; t <= 3; t++) {
@@ -780,6 +814,7 @@ int main(void)
     test_unfold_errors();
     test_engines();
     printf("engine comparisons against cpu.ref: %d\n", engines_compared);
+    test_huge_unit_strides(); /* last: under UBSan an engine that overflows aborts here */
     for (int t = 1; t <= 3; t++) xconv_context_destroy(CTX[t]);
     return xt_finish("test_im2col");
 }

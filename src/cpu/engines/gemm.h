@@ -128,6 +128,13 @@ typedef struct xconv_col_source {
 void xconv__col2im_row(const xconv_unfold *u, const xconv_col_source *src, int64_t c,
                        int64_t x0, int64_t x1, void *acc, void *tmp);
 
+/* The stride to pass for a run of `count` elements: a dim of size 1 may carry any stride
+ * (validation bounds only (size-1)*stride), so a one-element run must not scale it. */
+static inline int64_t xconv__run_stride(int64_t stride, int64_t count)
+{
+    return count > 1 ? stride : 0;
+}
+
 /* floor(a / b) and ceil(a / b) for b > 0 and any sign of a. */
 static inline int64_t xconv__floor_div(int64_t a, int64_t b)
 {

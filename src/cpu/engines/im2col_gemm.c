@@ -97,6 +97,7 @@ static void load_slot(const xconv_gemm_geom *g, xconv_dtype dt, const void *src,
                       void *slot, int width, int64_t j, int64_t count)
 {
     char *dst = (char *)slot + j * (int64_t)g->comp_bytes;
+    stride = xconv__run_stride(stride, count);
     if (xconv__gemm_direct(g)) {
         xconv__load_row(g->ct, dt, src, stride, dst, count);
         return;
@@ -242,7 +243,8 @@ static void pack_b(void *arg, int64_t begin, int64_t end)
                 if (b > a) {
                     const int64_t el = x_base + sg->n * p->x_sn + i * p->x_sc + x0 * p->x_ss[0] +
                                        x1 * p->x_ss[1] + (a * bg.s[2] + off2) * p->x_ss[2];
-                    load_slot(g, p->x_dtype, J->src + el * xes, bg.s[2] * p->x_ss[2], slot, (int)nr,
+                    const int64_t step = b - a > 1 ? bg.s[2] * p->x_ss[2] : 0;
+                    load_slot(g, p->x_dtype, J->src + el * xes, step, slot, (int)nr,
                               j + a - sg->y2, b - a);
                 }
                 zero_slot(g, slot, (int)nr, j + b - sg->y2, sg->y2 + sg->len - b);
@@ -296,7 +298,8 @@ static void conv_store(void *arg, int64_t begin, int64_t end)
             const seg s = seg_at(p->y_size, J->c0 + j, j1 - j);
             const int64_t el = p->y_off + s.n * p->y_sn + co * p->y_sc + s.y0 * p->y_ss[0] +
                                s.y1 * p->y_ss[1] + s.y2 * p->y_ss[2];
-            xconv__store_row(p->ct, p->y_dtype, row + j * cs, J->y + el * yes, p->y_ss[2], s.len);
+            xconv__store_row(p->ct, p->y_dtype, row + j * cs, J->y + el * yes,
+                             xconv__run_stride(p->y_ss[2], s.len), s.len);
             j += s.len;
         }
     }
@@ -335,7 +338,8 @@ static void transpose_gather(void *arg, int64_t begin, int64_t end)
         if (J->last) {
             const int64_t el = p->y_off + J->n * p->y_sn + co * p->y_sc + j0 * p->y_ss[0] +
                                j1 * p->y_ss[1];
-            xconv__store_row(p->ct, p->y_dtype, acc, J->y + el * yes, p->y_ss[2], Y[2]);
+            xconv__store_row(p->ct, p->y_dtype, acc, J->y + el * yes,
+                             xconv__run_stride(p->y_ss[2], Y[2]), Y[2]);
         }
     }
 }

@@ -15,7 +15,8 @@
  * are bit-identical for any thread count.
  *
  * Assumes: u was filled by a validated call (sizes >= 1, products fit 64 bits, buffers
- * large enough, img and cols disjoint).
+ * large enough, img and cols disjoint) with the strides of size-1 dims set to 0, so every
+ * stride times an index or a distance stays inside a buffer.
  */
 #include "cpu/engines/gemm.h"
 
@@ -46,13 +47,15 @@ static void copy_run(size_t esz, char *dst, int64_t ds, const char *src, int64_t
     }
 }
 
-static void zero_run(size_t esz, char *dst, int64_t ds, int64_t n)
+/* Zeroes elements [from, to) of a run starting at dst with byte stride ds. */
+static void zero_run(size_t esz, char *dst, int64_t ds, int64_t from, int64_t to)
 {
+    if (from >= to) return;
     if (ds == (int64_t)esz) {
-        memset(dst, 0, (size_t)n * esz);
+        memset(dst + from * ds, 0, (size_t)(to - from) * esz);
         return;
     }
-    for (int64_t i = 0; i < n; i++) memset(dst + i * ds, 0, esz);
+    for (int64_t i = from; i < to; i++) memset(dst + i * ds, 0, esz);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -89,17 +92,18 @@ static void im2col_cf(void *arg, int64_t begin, int64_t end)
                 const int64_t x1 = y1 * u->stride[1] + k1 * u->dil[1] - u->pad_lo[1];
                 char *dst = dst_row + (y0 * Y[1] + y1) * Y[2] * ds;
                 if (x0 < 0 || x0 >= X[0] || x1 < 0 || x1 >= X[1]) {
-                    zero_run(J->esz, dst, ds, Y[2]);
+                    zero_run(J->esz, dst, ds, 0, Y[2]);
                     continue;
                 }
-                zero_run(J->esz, dst, ds, a2);
+                zero_run(J->esz, dst, ds, 0, a2);
                 if (b2 > a2) {
                     const char *src = img_c + (x0 * u->img_ss[0] + x1 * u->img_ss[1] +
                                                (a2 * u->stride[2] + off2) * u->img_ss[2]) * esz;
-                    copy_run(J->esz, dst + a2 * ds, ds, src, u->stride[2] * u->img_ss[2] * esz,
-                             b2 - a2);
+                    /* two or more elements: their distance lies inside the image */
+                    const int64_t ss = b2 - a2 > 1 ? u->stride[2] * u->img_ss[2] * esz : 0;
+                    copy_run(J->esz, dst + a2 * ds, ds, src, ss, b2 - a2);
                 }
-                zero_run(J->esz, dst + b2 * ds, ds, Y[2] - b2);
+                zero_run(J->esz, dst, ds, b2, Y[2]);
             }
         }
     }
@@ -131,7 +135,7 @@ static void im2col_cl(void *arg, int64_t begin, int64_t end)
             if (inside)
                 copy_run(J->esz, dst, ds, img_n + at * esz, u->img_sc * esz, C);
             else
-                zero_run(J->esz, dst, ds, C);
+                zero_run(J->esz, dst, ds, 0, C);
         }
     }
 }
@@ -184,7 +188,8 @@ void xconv__col2im_row(const xconv_unfold *u, const xconv_col_source *src, int64
                 if (direct) {
                     xconv__ct_add(u->ct, d, u->stride[2], s, src->s_p, b2 - a2);
                 } else {
-                    xconv__load_row(u->ct, src->dtype, s, src->s_p, tmp, b2 - a2);
+                    xconv__load_row(u->ct, src->dtype, s, xconv__run_stride(src->s_p, b2 - a2),
+                                    tmp, b2 - a2);
                     xconv__ct_add(u->ct, d, u->stride[2], tmp, 1, b2 - a2);
                 }
             }
@@ -219,8 +224,8 @@ static void col2im_slots(void *arg, int64_t begin, int64_t end)
             xconv_col_source src = {
                 .base = J->cols + (u->cols_off + n * u->cols_s[0]) * ces,
                 .dtype = u->cols_dtype,
-                .s_c = cf ? J->kk * u->cols_s[1] : u->cols_s[2],
-                .s_k = cf ? u->cols_s[1] : u->c * u->cols_s[2],
+                .s_c = u->c == 1 ? 0 : cf ? J->kk * u->cols_s[1] : u->cols_s[2],
+                .s_k = J->kk == 1 ? 0 : cf ? u->cols_s[1] : u->c * u->cols_s[2],
                 .s_p = cf ? u->cols_s[2] : u->cols_s[1],
                 .p_begin = 0,
                 .p_end = xconv__prod3(u->y_size),
