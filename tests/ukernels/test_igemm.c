@@ -1,0 +1,195 @@
+/*
+ * test_igemm.c — every indirect-GEMM microkernel variant (src/cpu/ukernels/igemm.h) this CPU
+ * runs, for every compute type, against a plain triple loop written here: every m <= mr,
+ * n in {1, nr-1, nr} (and the rest for small nr), run length len in {1, 2, 7, 33}, ntaps in
+ * {0, 1, 3}, with and without init. Integers are compared bit for bit (wrapping), floats
+ * within a few ulps of the sum of |products|; columns past n and rows past m must stay
+ * untouched (canaries).
+ */
+#include "cpu/ukernels/igemm.h"
+#include "harness.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng_state = 88172645463325252ull;
+static uint64_t rnd(void)
+{
+    rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+/* One compute-type value as up to two doubles (re, im) or a u64. */
+static void put_val(xconv_ctype ct, void *p, uint64_t u, double re, double im)
+{
+    switch (ct) {
+    case XCONV_CT_U32: *(uint32_t *)p = (uint32_t)u; break;
+    case XCONV_CT_U64: *(uint64_t *)p = u; break;
+    case XCONV_CT_F32: *(float *)p = (float)re; break;
+    case XCONV_CT_F64: *(double *)p = re; break;
+    case XCONV_CT_C64: ((float *)p)[0] = (float)re, ((float *)p)[1] = (float)im; break;
+    case XCONV_CT_C128: ((double *)p)[0] = re, ((double *)p)[1] = im; break;
+    default: break;
+    }
+}
+
+static void get_val(xconv_ctype ct, const void *p, uint64_t *u, double *re, double *im)
+{
+    *u = 0, *re = 0, *im = 0;
+    switch (ct) {
+    case XCONV_CT_U32: *u = *(const uint32_t *)p; break;
+    case XCONV_CT_U64: *u = *(const uint64_t *)p; break;
+    case XCONV_CT_F32: *re = *(const float *)p; break;
+    case XCONV_CT_F64: *re = *(const double *)p; break;
+    case XCONV_CT_C64: *re = ((const float *)p)[0], *im = ((const float *)p)[1]; break;
+    case XCONV_CT_C128: *re = ((const double *)p)[0], *im = ((const double *)p)[1]; break;
+    default: break;
+    }
+}
+
+static void run_case(const xconv_igemm_geom *g, int m, int n, int64_t len, int64_t ntaps, bool with_init)
+{
+    const xconv_ctype ct = g->ct;
+    const size_t cs = xconv__ctype_size(ct);
+    const bool is_int = ct == XCONV_CT_U32 || ct == XCONV_CT_U64;
+    const bool cplx = g->ncomp == 2;
+    const int mr = g->mr, nr = g->nr;
+    /* A: ntaps*mr rows of len values; B: ntaps blocks of len rows x nr (split planes if complex) */
+    const int64_t taps = ntaps > 0 ? ntaps : 1;
+    char *abuf = malloc(cs * (size_t)(taps * mr * len));
+    char *bbuf = malloc(cs * (size_t)(taps * len * nr));
+    char *init = malloc(cs * (size_t)nr);
+    const void **a = malloc(sizeof(void *) * (size_t)(taps * mr));
+    const void **b = malloc(sizeof(void *) * (size_t)taps);
+    /* logical values kept here as doubles / u64 for the oracle */
+    double *are = calloc((size_t)(taps * mr * len), sizeof(double)), *aim = calloc((size_t)(taps * mr * len), sizeof(double));
+    uint64_t *au = calloc((size_t)(taps * mr * len), sizeof(uint64_t));
+    double *bre = calloc((size_t)(taps * len * nr), sizeof(double)), *bim = calloc((size_t)(taps * len * nr), sizeof(double));
+    uint64_t *bu = calloc((size_t)(taps * len * nr), sizeof(uint64_t));
+    double ire[64] = {0}, iim[64] = {0};
+    uint64_t iu[64] = {0};
+    for (int64_t i = 0; i < taps * mr * len; i++) {
+        au[i] = rnd();
+        are[i] = (double)(int)(rnd() % 17) - 8.0 + 0.25;
+        aim[i] = (double)(int)(rnd() % 13) - 6.0;
+        put_val(ct, abuf + (size_t)i * cs, au[i], are[i], aim[i]);
+    }
+    for (int64_t t = 0; t < taps; t++)
+        for (int i = 0; i < mr; i++) a[t * mr + i] = abuf + (size_t)((t * mr + i) * len) * cs;
+    const size_t half = cs / 2;
+    for (int64_t t = 0; t < taps; t++) {
+        b[t] = bbuf + (size_t)(t * len * nr) * cs;
+        for (int64_t l = 0; l < len; l++)
+            for (int j = 0; j < nr; j++) {
+                const int64_t idx = (t * len + l) * nr + j;
+                const bool live = j < n; /* packing zero-pads past n */
+                bu[idx] = live ? rnd() : 0;
+                bre[idx] = live ? (double)(int)(rnd() % 11) - 5.0 : 0.0;
+                bim[idx] = live ? (double)(int)(rnd() % 7) - 3.0 : 0.0;
+                char *row = bbuf + (size_t)((t * len + l) * nr) * cs;
+                if (!cplx) {
+                    put_val(ct, row + (size_t)j * cs, bu[idx], bre[idx], 0);
+                } else { /* split planes: nr real parts, then nr imaginary parts */
+                    char tmp[16];
+                    put_val(ct, tmp, 0, bre[idx], bim[idx]);
+                    memcpy(row + (size_t)j * half, tmp, half);
+                    memcpy(row + ((size_t)nr + (size_t)j) * half, tmp + half, half);
+                }
+            }
+    }
+    for (int j = 0; j < nr; j++) {
+        iu[j] = with_init ? rnd() : 0;
+        ire[j] = with_init ? (double)(int)(rnd() % 9) - 4.0 : 0.0;
+        iim[j] = with_init ? (double)(int)(rnd() % 5) - 2.0 : 0.0;
+        if (!cplx) {
+            put_val(ct, init + (size_t)j * cs, iu[j], ire[j], 0);
+        } else {
+            char tmp[16];
+            put_val(ct, tmp, 0, ire[j], iim[j]);
+            memcpy(init + (size_t)j * half, tmp, half);
+            memcpy(init + ((size_t)nr + (size_t)j) * half, tmp + half, half);
+        }
+    }
+    /* C: mr rows of nr + 4 values, all canary bytes */
+    const int ldc = nr + 4;
+    unsigned char *cbuf = malloc(cs * (size_t)(mr * ldc));
+    memset(cbuf, 0xA5, cs * (size_t)(mr * ldc));
+    void *c[8];
+    for (int i = 0; i < mr; i++) c[i] = i < m ? cbuf + (size_t)(i * ldc) * cs : NULL;
+
+    g->kernel(ntaps, len, a, b, with_init ? init : NULL, c, m, n);
+
+    int bad = 0;
+    for (int i = 0; i < mr && !bad; i++)
+        for (int j = 0; j < ldc && !bad; j++) {
+            const unsigned char *cell = cbuf + (size_t)(i * ldc + j) * cs;
+            if (i >= m || j >= n) {
+                for (size_t q = 0; q < cs; q++) bad |= cell[q] != 0xA5;
+                if (bad) XT_CHECK(0, "%s %s: canary at row %d col %d overwritten (m %d n %d)",
+                                  xconv__ctype_name(ct), g->isa, i, j, m, n);
+                continue;
+            }
+            uint64_t su = iu[j];
+            double sre = ire[j], sim = cplx ? iim[j] : 0.0, mag = fabs(ire[j]) + fabs(sim);
+            for (int64_t t = 0; t < ntaps; t++)
+                for (int64_t l = 0; l < len; l++) {
+                    const int64_t ai = (t * mr + i) * len + l, bi = (t * len + l) * nr + j;
+                    su += au[ai] * bu[bi];
+                    if (cplx) {
+                        sre += are[ai] * bre[bi] - aim[ai] * bim[bi];
+                        sim += are[ai] * bim[bi] + aim[ai] * bre[bi];
+                        mag += fabs(are[ai] * bre[bi]) + fabs(aim[ai] * bim[bi]) +
+                               fabs(are[ai] * bim[bi]) + fabs(aim[ai] * bre[bi]);
+                    } else {
+                        sre += are[ai] * bre[bi];
+                        mag += fabs(are[ai] * bre[bi]);
+                    }
+                }
+            uint64_t gu; double gre, gim;
+            get_val(ct, cell, &gu, &gre, &gim);
+            if (is_int) {
+                const uint64_t mask = ct == XCONV_CT_U32 ? 0xffffffffull : ~0ull;
+                bad = (gu & mask) != (su & mask);
+            } else {
+                const double eps = (ct == XCONV_CT_F32 || ct == XCONV_CT_C64) ? 0x1p-23 : 0x1p-52;
+                const double tol = 4.0 * eps * (mag + 1.0);
+                bad = fabs(gre - sre) > tol || fabs(gim - sim) > tol;
+            }
+            if (bad)
+                XT_CHECK(0, "%s %s: m %d n %d len %lld ntaps %lld init %d: c[%d][%d] = %g %g, expected %g %g",
+                         xconv__ctype_name(ct), g->isa, m, n, (long long)len, (long long)ntaps,
+                         with_init, i, j, is_int ? (double)gu : gre, gim, is_int ? (double)su : sre, sim);
+        }
+    if (!bad) XT_CHECK(1, "ok");
+    free(abuf), free(bbuf), free(init), free(a), free(b), free(are), free(aim), free(au);
+    free(bre), free(bim), free(bu), free(cbuf);
+}
+
+int main(void)
+{
+    const char *isas[] = {"generic", "avx2", "avx512"};
+    int variants = 0;
+    for (int ct = 0; ct < XCONV_CT_COUNT; ct++) {
+        for (int v = 0; v < 3; v++) {
+            const xconv_igemm_geom *g = xconv__igemm_geom_isa((xconv_ctype)ct, isas[v]);
+            if (!g) continue;
+            variants++;
+            const int64_t lens[] = {1, 2, 7, 33}, tapss[] = {0, 1, 3};
+            int ns[8], nn = 0;
+            ns[nn++] = 1;
+            if (g->nr > 2) ns[nn++] = g->nr - 1;
+            ns[nn++] = g->nr;
+            if (g->nr > 4) ns[nn++] = g->nr / 2 + 1;
+            for (int m = 1; m <= g->mr; m++)
+                for (int a = 0; a < nn; a++)
+                    for (int l = 0; l < 4; l++)
+                        for (int t = 0; t < 3; t++)
+                            for (int init = 0; init < 2; init++)
+                                run_case(g, m, ns[a], lens[l], tapss[t], init);
+        }
+    }
+    XT_CHECK(variants >= 6, "at least the generic variant of each compute type runs (%d)", variants);
+    XT_CHECK(xconv__igemm_geom(XCONV_CT_F32) != NULL, "a best f32 kernel exists");
+    return xt_finish("test_igemm");
+}
