@@ -152,9 +152,17 @@ def torch_conv(torch, p, x, w, bias=None):
     complex128 as given). Asymmetric padding by F.pad; conv_transpose by the full
     (unpadded) transposed conv, extended by zeros where output padding exceeds hi, then
     cropped to [lo, lo + Y): from y[j] = sum_{j + lo = i*s + k*t} x[i] w[k]."""
+    xt = torch.as_tensor(np.array(x))  # a writable copy: views may be read-only
+    wt = torch.as_tensor(np.array(w))
+    y = torch_conv_t(torch, p, xt, wt).detach().numpy().copy()
+    if bias is not None:
+        y = y + np.asarray(bias).reshape([1, -1] + [1] * p.d)
+    return y
+
+
+def torch_conv_t(torch, p, xt, wt):
+    """torch_conv on torch tensors (differentiable), without bias."""
     import torch.nn.functional as F
-    xt = torch.as_tensor(np.ascontiguousarray(x))
-    wt = torch.as_tensor(np.ascontiguousarray(w))
     d = p.d
     if p.op == "conv":
         pads = []
@@ -167,8 +175,8 @@ def torch_conv(torch, p, x, w, bias=None):
     else:
         fn = getattr(F, "conv_transpose%dd" % d)
         full = fn(xt, wt, stride=p.stride, dilation=p.dilation, groups=p.groups)
-        X = list(x.shape[2:])
-        K = list(w.shape[2:])
+        X = list(xt.shape[2:])
+        K = list(wt.shape[2:])
         Y = p.out_size(X, K)
         ext = []
         for i in reversed(range(d)):
@@ -177,9 +185,6 @@ def torch_conv(torch, p, x, w, bias=None):
             full = F.pad(full, ext)
         sl = [slice(None), slice(None)] + [slice(p.lo[i], p.lo[i] + Y[i]) for i in range(d)]
         y = full[tuple(sl)]
-    y = y.numpy().copy()
-    if bias is not None:
-        y = y + np.asarray(bias).reshape([1, -1] + [1] * d)
     return y
 
 
