@@ -18,8 +18,8 @@ import common
 from common import Problem
 
 SEED = 20240611
-N_RANDOM = 1200
-N_PER_ENGINE = 60
+N_RANDOM = 2000
+N_PER_ENGINE = 120
 
 FLOAT_PAIRS = [("f64", "f64"), ("f32", "f32"), ("f32", "f64"), ("c64", "c64"),
                ("c128", "c128"), ("c64", "c128"), ("f16", "f16"), ("f16", "f32"),
@@ -169,6 +169,7 @@ def broadcast_along(rng, a):
 class Runner:
     def __init__(self, xconv, torch, counter):
         self.xconv, self.torch, self.c = xconv, torch, counter
+        self.chosen = {}  # engine name -> problems it ran
 
     def case(self, rng, p, x_shape, w_shape, cout, in_name, out_name, *, layout,
              with_bias, full_range=False, engine=None, views=True, label=""):
@@ -228,8 +229,13 @@ class Runner:
             if rng.random() < 0.15:
                 out, big, canary = self.strided_out(rng, p, xl.shape, wl.shape, layout, out_name)
         try:
-            got = xconv.conv(xl, wl, bl, layout=layout, dtype=dtype_arg, out_dtype=out_name,
-                             engine=engine, threads=threads, out=out, **kw)
+            got, chosen = xconv.conv(xl, wl, bl, layout=layout, dtype=dtype_arg,
+                                     out_dtype=out_name, engine=engine, threads=threads,
+                                     out=out, return_engine=True, **kw)
+            self.chosen[chosen] = self.chosen.get(chosen, 0) + 1
+            if engine and chosen != engine:
+                self.c.ok(False, desc, "forced %s but %s ran" % (engine, chosen))
+                return False
         except xconv.XconvError as e:
             if engine and e.status_name == "UNSUPPORTED":
                 self.c.skipped += 1
@@ -242,6 +248,14 @@ class Runner:
             untouched = bool(np.all(big[mask] == canary))
             if not self.c.ok(untouched, desc, "strided y: bytes outside the view were written"):
                 return False
+        if out is None and tol is not None and rng.random() < 0.1:
+            # DESIGN.md §2: float results are bit-identical for any thread count.
+            other = 2 if threads in (None, 1) else 1
+            again = xconv.conv(xl, wl, bl, layout=layout, dtype=dtype_arg, out_dtype=out_name,
+                               engine=chosen, threads=other, **kw)
+            a, b = np.asarray(got), np.asarray(again)
+            same = a.tobytes() == b.tobytes()
+            self.c.ok(same, desc, "threads %s vs %s: results differ bitwise" % (threads, other))
         if layout == "channels_last":
             got = common.cl_to_cf(got)
         if tol is None:
@@ -414,12 +428,93 @@ def check_oracle(xconv, torch, c, rng):
              desc + " channels_last vs direct")
 
 
+def check_torch_native(torch, c, rng):
+    """Where PyTorch accepts the transposed problem natively (symmetric padding, output
+    padding below stride or dilation), its result equals the crop-based oracle."""
+    import torch.nn.functional as F
+    done = 0
+    while done < 40:
+        p, xs, ws, cout = gen_problem(rng, op="conv_transpose")
+        for i in range(p.d):
+            p.lo[i] = p.hi[i] = min(p.lo[i], p.hi[i])
+        if min(p.out_size(xs[2:], ws[2:])) < 1:
+            continue
+        x = rng.standard_normal(xs)
+        w = rng.standard_normal(ws)
+        fn = getattr(F, "conv_transpose%dd" % p.d)
+        try:
+            nat = fn(torch.as_tensor(x), torch.as_tensor(w), stride=p.stride, padding=p.lo,
+                     output_padding=p.outpad, groups=p.groups, dilation=p.dilation).numpy()
+        except RuntimeError:
+            continue  # torch refuses output padding >= stride with dilation > stride
+        ours = common.torch_conv(torch, p, x, w)
+        c.ok(nat.shape == ours.shape and np.allclose(nat, ours, rtol=1e-12, atol=1e-12),
+             "oracle vs native torch %s x%s w%s" % (p.describe(), xs, ws))
+        done += 1
+
+
+def check_binding(xconv, c):
+    """The binding's own contract: descriptors of strided views, padding forms, errors."""
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    keep = []
+    t = xconv._tensor(a, "f32", keep)
+    c.ok(not t.strided and t.buffer_bytes == 96 and t.data == a.ctypes.data,
+         "binding: contiguous descriptor")
+    v = a[:, ::-1, 1:]
+    t = xconv._tensor(v, "f32", keep)
+    c.ok(t.strided and list(t.strides[:3]) == [12, -4, 1] and t.data == a.ctypes.data
+         and t.buffer_bytes == 96 and t.offset == 9,
+         "binding: reversed slice is a strided view of the base allocation",
+         "strides %s offset %d bytes %d" % (list(t.strides[:3]), t.offset, t.buffer_bytes))
+    bc = np.broadcast_to(a[:, :1], (2, 3, 4))
+    t = xconv._tensor(bc, "f32", keep)
+    c.ok(t.strided and list(t.strides[:3]) == [12, 0, 1], "binding: broadcast has stride 0")
+    rec = np.zeros(12, dtype=[("v", "<f4"), ("pad", "u1")])
+    odd = rec["v"].reshape(1, 1, 12)
+    t = xconv._tensor(odd, "f32", keep)
+    c.ok(not t.strided, "binding: byte strides off the element grid are copied")
+    x = np.random.default_rng(1).standard_normal((2, 4, 7))
+    w = np.random.default_rng(2).standard_normal((6, 2, 3))
+    y1 = xconv.conv(x, w, padding=1, groups=2)
+    y2 = xconv.conv(x, w, padding=[1], groups=2)
+    y3 = xconv.conv(x, w, padding=[(1, 1)], groups=2)
+    c.ok(np.array_equal(y1, y2) and np.array_equal(y1, y3), "binding: padding forms agree")
+    y4 = xconv.conv(x, w, padding=[(0, 2)], groups=2)
+    y5 = xconv.conv(np.pad(x, [(0, 0), (0, 0), (0, 2)]), w, groups=2)
+    c.ok(np.allclose(y4, y5, rtol=1e-14, atol=1e-14), "binding: (lo, hi) padding")
+    wt = np.random.default_rng(3).standard_normal((4, 3, 3))
+    c.ok(np.array_equal(xconv.conv_transpose(x, wt, stride=2, groups=2),
+                        xconv.conv(x, wt, stride=2, groups=2, transpose=True)),
+         "binding: conv_transpose is conv(transpose=True)")
+    c.ok(xconv.output_shape((2, 4, 7), (6, 2, 3), padding=[(0, 2)], groups=2, stride=2)
+         == (2, 6, 4), "binding: output_shape")
+    try:
+        xconv.conv(x, w, groups=3)
+        c.ok(False, "binding: groups 3 of 4 channels raises")
+    except xconv.XconvError as e:
+        c.ok(e.status_name == "INVALID_ARGUMENT" and e.parameter == "groups"
+             and "3" in e.description and e.operation != "",
+             "binding: error record fields", "%s | %s | %s | %s" % (
+                 e.status_name, e.operation, e.parameter, e.description))
+    try:
+        xconv.conv(x, w.astype(np.float32), groups=2)
+        c.ok(False, "binding: mixed x/w dtypes raise")
+    except xconv.XconvError as e:
+        c.ok(e.status_name == "INVALID_ARGUMENT", "binding: mixed dtypes", str(e))
+    try:
+        xconv.conv(x, w, groups=2, engine="no.such.engine")
+        c.ok(False, "binding: unknown engine raises")
+    except xconv.XconvError as e:
+        c.ok(e.status != 0, "binding: unknown engine", str(e))
+
+
 def direct(p, x, w, b):
     return common.direct(p, x, w, b)
 
 
 def check_random(runner, rng, count):
     pairs = FLOAT_PAIRS + INT_PAIRS
+    runner.chosen = {}
     for i in range(count):
         p, xs, ws, cout = gen_problem(rng)
         in_name, out_name = pairs[i % len(pairs)]
@@ -428,6 +523,8 @@ def check_random(runner, rng, count):
                     with_bias=rng.random() < 0.5,
                     full_range=in_name in common.INT_BITS and rng.random() < 0.6,
                     label="#%d " % i)
+    print("planner's choices over %d random problems: %s" % (
+        count, ", ".join("%s %d" % kv for kv in sorted(runner.chosen.items()))))
 
 
 def check_engines(xconv, runner, rng):
@@ -578,7 +675,9 @@ def main():
     runner = Runner(xconv, torch, c)
     rng = np.random.default_rng(SEED)
     check_converters(xconv, c)
+    check_binding(xconv, c)
     check_oracle(xconv, torch, c, rng)
+    check_torch_native(torch, c, rng)
     check_special(xconv, runner, c)
     check_random(runner, rng, N_RANDOM)
     if xconv.ml_dtypes is not None:  # the no-ml_dtypes path too, on a few problems
