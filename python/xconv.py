@@ -242,20 +242,96 @@ def _destroy_contexts():
     _contexts.clear()
 
 
-def _context(threads):
-    """NULL (the library's default) or a cached context with `threads` threads."""
-    if threads is None:
+def _context(threads, device_index=0):
+    """NULL (the library's default) or a cached context with `threads` threads on CUDA
+    device `device_index`."""
+    if threads is None and device_index == 0:
         return None
     lib = load_library()
-    threads = int(threads)
-    if threads not in _contexts:
-        opts = _ContextOptions(threads=threads)
+    key = (int(threads or 0), int(device_index))
+    if key not in _contexts:
+        opts = _ContextOptions(threads=key[0], cuda_device=key[1])
         ctx = ctypes.c_void_p()
         err = _Error()
         _check(lib.xconv_context_create(ctypes.byref(opts), ctypes.byref(ctx),
                                         ctypes.byref(err)), err)
-        _contexts[threads] = ctx
-    return _contexts[threads]
+        _contexts[key] = ctx
+    return _contexts[key]
+
+
+# ---------------------------------------------------------------------------------------
+# CUDA: device copies of host views (device="cuda")
+# ---------------------------------------------------------------------------------------
+
+_cudart = None
+
+
+def _cuda():
+    """The CUDA runtime the library was linked with (loaded with it), via ctypes."""
+    global _cudart
+    if _cudart is None:
+        load_library()
+        names = ["libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so"]
+        found = ctypes.util.find_library("cudart")
+        rt = None
+        for name in names + ([found] if found else []):
+            try:
+                rt = ctypes.CDLL(name)
+                break
+            except OSError:
+                continue
+        if rt is None:
+            raise OSError("device='cuda' needs the CUDA runtime (libcudart), not found")
+        rt.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+        rt.cudaFree.argtypes = [ctypes.c_void_p]
+        rt.cudaMemcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                                  ctypes.c_int]
+        rt.cudaSetDevice.argtypes = [ctypes.c_int]
+        rt.cudaGetErrorString.restype = ctypes.c_char_p
+        rt.cudaGetErrorString.argtypes = [ctypes.c_int]
+        _cudart = rt
+    return _cudart
+
+
+def _cuda_check(code, what):
+    if code != 0:
+        msg = _cuda().cudaGetErrorString(code).decode(errors="replace")
+        raise OSError("%s failed: %s (%d)" % (what, msg, code))
+
+
+def _on_device(device, device_index, inputs, output, call):
+    """Runs call() with the descriptors moved to `device`: on CUDA every tensor's whole
+    buffer span (as the descriptor states it: strides, offset and canaries kept) is copied
+    to the device, and y's span is copied back afterwards. Returns call()'s status."""
+    if device == "cpu":
+        return call()
+    if device != "cuda":
+        raise ValueError("unknown device %r" % (device,))
+    rt = _cuda()
+    _cuda_check(rt.cudaSetDevice(int(device_index)), "cudaSetDevice")
+    moved = []  # (descriptor, host pointer, device pointer, bytes)
+    try:
+        for t in [u for u in inputs if u is not None] + [output]:
+            host, size = t.data, t.buffer_bytes
+            dev = ctypes.c_void_p()
+            if host and size:
+                _cuda_check(rt.cudaMalloc(ctypes.byref(dev), size), "cudaMalloc")
+                moved.append((t, host, dev.value, size))
+                _cuda_check(rt.cudaMemcpy(dev, host, size, 1), "cudaMemcpy to device")
+                t.data = dev.value
+            t.device = 1
+            t.device_index = int(device_index)
+        status = call()
+        _cuda_check(rt.cudaDeviceSynchronize(), "cudaDeviceSynchronize")
+        if status == 0:
+            for t, host, dev, size in moved:
+                if t is output:
+                    _cuda_check(rt.cudaMemcpy(host, dev, size, 2), "cudaMemcpy to host")
+        return status
+    finally:
+        for t, host, dev, size in moved:
+            rt.cudaFree(dev)
+            t.data = host
 
 
 def version():
@@ -502,7 +578,7 @@ def _output(shape, name, out, keep):
 
 def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, output_padding=0, groups=1,
          layout="channels_first", transpose=False, dtype=None, out_dtype=None, engine=None,
-         threads=None, out=None, return_engine=False):
+         threads=None, out=None, return_engine=False, device="cpu", device_index=0):
     """Convolution (or, with transpose=True, its adjoint) of numpy arrays.
 
     padding: an int, one int per spatial dim, or one (lo, hi) pair per spatial dim.
@@ -510,6 +586,8 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, output_padding=0, 
     out_dtype: y's (and bias's) dtype, the same as x's or a wider one; None = x's.
     engine: force an engine by name (see engines()); threads: CPU threads (None: default).
     out: an optional array (any strides) to write y into; it is also returned.
+    device: "cpu", or "cuda" to run on CUDA device `device_index` (inputs are copied there
+    and y back, each as its whole buffer span so that strides are kept).
     Returns y, or (y, engine name) with return_engine=True.
     """
     lib = load_library()
@@ -529,10 +607,10 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, output_padding=0, 
     opts = _PlanOptions(engine=engine.encode() if engine else None, allow_tf32=False)
     chosen = ctypes.c_char_p()
     err = _Error()
-    status = lib.xconv_conv(_context(threads), ctypes.byref(p), ctypes.byref(tx),
-                            ctypes.byref(tw), ctypes.byref(tb) if tb is not None else None,
-                            ctypes.byref(ty), ctypes.byref(opts), ctypes.byref(chosen),
-                            ctypes.byref(err))
+    status = _on_device(device, device_index, [tx, tw, tb], ty, lambda: lib.xconv_conv(
+        _context(threads, device_index), ctypes.byref(p), ctypes.byref(tx), ctypes.byref(tw),
+        ctypes.byref(tb) if tb is not None else None, ctypes.byref(ty), ctypes.byref(opts),
+        ctypes.byref(chosen), ctypes.byref(err)))
     _check(status, err)
     result = out if out is not None else _result(y, yname)
     if return_engine:
@@ -565,7 +643,7 @@ def _cols_shape(p, image_shape, kernel):
 
 
 def im2col(x, kernel, *, stride=1, padding=0, dilation=1, layout="channels_first",
-           dtype=None, threads=None):
+           dtype=None, threads=None, device="cpu", device_index=0):
     """Unfolds x's patches: channels_first x [N, C, X..] -> [N, C*prod(K), prod(Y)];
     channels_last x [N, X.., C] -> [N, prod(Y), prod(K)*C]."""
     lib = load_library()
@@ -578,13 +656,15 @@ def im2col(x, kernel, *, stride=1, padding=0, dilation=1, layout="channels_first
     cols, tc = _output(shape, name, None, keep)
     err = _Error()
     karr = (ctypes.c_int64 * MAX_SPATIAL)(*kernel)
-    _check(lib.xconv_im2col(_context(threads), ctypes.byref(p), karr, ctypes.byref(tx),
-                            ctypes.byref(tc), ctypes.byref(err)), err)
+    _check(_on_device(device, device_index, [tx], tc, lambda: lib.xconv_im2col(
+        _context(threads, device_index), ctypes.byref(p), karr, ctypes.byref(tx),
+        ctypes.byref(tc), ctypes.byref(err))), err)
     return _result(cols, name)
 
 
 def col2im(cols, image_shape, kernel, *, stride=1, padding=0, dilation=1,
-           layout="channels_first", dtype=None, out_dtype=None, threads=None):
+           layout="channels_first", dtype=None, out_dtype=None, threads=None, device="cpu",
+           device_index=0):
     """Folds columns back into an image (the adjoint of im2col), summing overlaps.
     image_shape: the full image shape in the layout, or only its spatial sizes."""
     lib = load_library()
@@ -605,6 +685,7 @@ def col2im(cols, image_shape, kernel, *, stride=1, padding=0, dilation=1,
     y, ty = _output(tuple(image_shape), yname, None, keep)
     err = _Error()
     karr = (ctypes.c_int64 * MAX_SPATIAL)(*kernel)
-    _check(lib.xconv_col2im(_context(threads), ctypes.byref(p), karr, ctypes.byref(tc),
-                            ctypes.byref(ty), ctypes.byref(err)), err)
+    _check(_on_device(device, device_index, [tc], ty, lambda: lib.xconv_col2im(
+        _context(threads, device_index), ctypes.byref(p), karr, ctypes.byref(tc),
+        ctypes.byref(ty), ctypes.byref(err))), err)
     return _result(y, yname)

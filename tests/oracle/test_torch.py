@@ -20,6 +20,7 @@ from common import Problem
 SEED = 20240611
 N_RANDOM = 2000
 N_PER_ENGINE = 120
+N_CUDA = 800
 
 FLOAT_PAIRS = [("f64", "f64"), ("f32", "f32"), ("f32", "f64"), ("c64", "c64"),
                ("c128", "c128"), ("c64", "c128"), ("f16", "f16"), ("f16", "f32"),
@@ -170,6 +171,7 @@ class Runner:
     def __init__(self, xconv, torch, counter):
         self.xconv, self.torch, self.c = xconv, torch, counter
         self.chosen = {}  # engine name -> problems it ran
+        self.device = "cpu"
 
     def case(self, rng, p, x_shape, w_shape, cout, in_name, out_name, *, layout,
              with_bias, full_range=False, engine=None, views=True, label=""):
@@ -231,7 +233,7 @@ class Runner:
         try:
             got, chosen = xconv.conv(xl, wl, bl, layout=layout, dtype=dtype_arg,
                                      out_dtype=out_name, engine=engine, threads=threads,
-                                     out=out, return_engine=True, **kw)
+                                     out=out, return_engine=True, device=self.device, **kw)
             self.chosen[chosen] = self.chosen.get(chosen, 0) + 1
             if engine and chosen != engine:
                 self.c.ok(False, desc, "forced %s but %s ran" % (engine, chosen))
@@ -252,7 +254,7 @@ class Runner:
             # DESIGN.md §2: float results are bit-identical for any thread count.
             other = 2 if threads in (None, 1) else 1
             again = xconv.conv(xl, wl, bl, layout=layout, dtype=dtype_arg, out_dtype=out_name,
-                               engine=chosen, threads=other, **kw)
+                               engine=chosen, threads=other, device=self.device, **kw)
             a, b = np.asarray(got), np.asarray(again)
             same = a.tobytes() == b.tobytes()
             self.c.ok(same, desc, "threads %s vs %s: results differ bitwise" % (threads, other))
@@ -542,10 +544,17 @@ def check_engines(xconv, runner, rng):
                         int(rng.integers(0, 1 << 30))))
     for name in names:
         before = runner.c.skipped
+        if name.startswith("cuda."):
+            if not cuda_available(xconv):
+                runner.c.skipped += len(problems)
+                print("engine %s: no CUDA device here, skipped" % name)
+                continue
+            runner.device = "cuda"
         for (p, xs, ws, cout, (a, b), layout, with_bias, seed) in problems:
             runner.case(np.random.default_rng(seed), p, xs, ws, cout, a, b, layout=layout,
                         with_bias=with_bias, full_range=True, engine=name,
                         label="[%s] " % name)
+        runner.device = "cpu"
         ran = len(problems) - (runner.c.skipped - before)
         print("engine %s: ran %d of %d problems (others UNSUPPORTED)" % (name, ran,
                                                                           len(problems)))
@@ -615,7 +624,18 @@ def col2im_oracle(cols, x_shape, K, s, t, lo, hi, acc_dtype):
     return xp[tuple(crop)]
 
 
-def check_im2col(xconv, torch, c, rng):
+def cuda_available(xconv):
+    """Whether the library can reach a CUDA device (the binding's device="cuda")."""
+    import ctypes
+    try:
+        rt = xconv._cuda()
+    except OSError:
+        return False
+    count = ctypes.c_int(0)
+    return rt.cudaGetDeviceCount(ctypes.byref(count)) == 0 and count.value > 0
+
+
+def check_im2col(xconv, torch, c, rng, device="cpu"):
     import torch.nn.functional as F
     for i in range(40):
         d = 1 + i % 3
@@ -647,11 +667,13 @@ def check_im2col(xconv, torch, c, rng):
                 kk = int(np.prod(K))
                 w_l = want.reshape(n, ch, kk, -1).transpose(0, 3, 2, 1).reshape(n, -1, kk * ch)
             try:
-                got = xconv.im2col(xin, K, stride=s, padding=pad, dilation=t, layout=layout)
+                got = xconv.im2col(xin, K, stride=s, padding=pad, dilation=t, layout=layout,
+                                   device=device)
                 c.ok(got.shape == w_l.shape and np.array_equal(got, w_l), desc + " " + layout)
                 # col2im: the adjoint, summing overlaps; u8 columns fold into u32 images.
                 out = "u32" if integer else None
                 img = xconv.col2im(make_view(rng, w_l), X, K, stride=s, padding=pad,
+                                   device=device,
                                    dilation=t, layout=layout, out_dtype=out)
                 fold = col2im_oracle(want, x.shape, K, s, t, lo, hi,
                                      np.uint32 if integer else np.float64)
@@ -689,6 +711,13 @@ def main():
         check_im2col(xconv, torch, c, rng)
     except AttributeError as e:  # a library without im2col yet
         c.ok(False, "im2col/col2im", str(e))
+    if cuda_available(xconv):  # the planner's choices on CUDA tensors, and unfold there
+        runner.device = "cuda"
+        check_random(runner, np.random.default_rng(SEED + 3), N_CUDA)
+        runner.device = "cpu"
+        check_im2col(xconv, torch, c, np.random.default_rng(SEED + 4), device="cuda")
+    else:
+        print("no CUDA device: the CUDA passes are skipped")
     return c.finish()
 
 
