@@ -244,7 +244,7 @@ static int time_sides(const options *o, side *sides, int nsides)
 
 typedef struct result {
     double     xconv_gflops;
-    const char *engine;
+    char       engine[64];
     char       describe[160];
     bench_peer peers[2 * BENCH_MAX_CONFIGS];
     double     peer_gflops[2 * BENCH_MAX_CONFIGS]; /* < 0: not measured */
@@ -279,7 +279,7 @@ static void bench_one(xconv_context *ctx, const options *o, const bench_problem 
         bench_data_destroy(&d);
         return;
     }
-    r->engine = xconv_plan_engine(xs.plan);
+    snprintf(r->engine, sizeof r->engine, "%s", xconv_plan_engine(xs.plan));
     snprintf(r->describe, sizeof r->describe, "%s", xconv_plan_describe(xs.plan));
     if (o->onednn) r->npeers += bench_onednn_create(p, &d, o->threads, r->peers + r->npeers);
     if (o->xnnpack) r->npeers += bench_xnnpack_create(p, &d, o->threads, r->peers + r->npeers);
@@ -355,7 +355,7 @@ done:
 static double round2(double v) { return round(v * 100) / 100; }
 
 static cJSON *result_json(const options *o, const bench_problem *p, xconv_dtype xt,
-                          xconv_dtype yt, const result *r, double peak)
+                          xconv_dtype yt, const result *r, double peak, double load)
 {
     char label[32];
     dtype_label(xt, yt, label, sizeof label);
@@ -370,7 +370,7 @@ static cJSON *result_json(const options *o, const bench_problem *p, xconv_dtype 
     } else {
         cJSON_AddNumberToObject(j, "xconv_gflops", round2(r->xconv_gflops));
     }
-    if (r->engine) cJSON_AddStringToObject(j, "engine", r->engine);
+    if (r->engine[0]) cJSON_AddStringToObject(j, "engine", r->engine);
     else cJSON_AddNullToObject(j, "engine");
     cJSON *peers = cJSON_AddObjectToObject(j, "peers");
     cJSON *impl = cJSON_CreateObject(), *unsup = cJSON_CreateObject();
@@ -399,6 +399,7 @@ static cJSON *result_json(const options *o, const bench_problem *p, xconv_dtype 
     cJSON_AddNumberToObject(j, "gflop", bench_flops(p) * 1e-9);
     cJSON_AddNumberToObject(j, "reps", r->reps);
     cJSON_AddNumberToObject(j, "peak_gflops", round2(peak));
+    cJSON_AddNumberToObject(j, "load_avg", load);
     if (!r->error[0]) cJSON_AddNumberToObject(j, "pct_peak", round2(100 * r->xconv_gflops / peak));
     if (r->checked_with) {
         cJSON *c = cJSON_AddObjectToObject(j, "check");
@@ -416,7 +417,24 @@ static cJSON *result_json(const options *o, const bench_problem *p, xconv_dtype 
 static const char *columns[2 * BENCH_MAX_CONFIGS];
 static int ncolumns;
 
-static void table_header(const options *o, double peak, const char *isa)
+/* The 1-minute load average (-1 if unknown). Other work on the machine skews every number:
+ * the bench reports how much there was, and warns when it is a lot. */
+static double machine_load(void)
+{
+    double load = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f && fscanf(f, "%lf", &load) != 1) load = -1;
+    if (f) fclose(f);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus > 0 && load > 0.5 * (double)cpus)
+        fprintf(stderr,
+                "xconv bench: warning: load average %.2f on %ld CPUs: other work skews these "
+                "timings, multi-threaded peers (spinning OpenMP and pthreadpool barriers) most\n",
+                load, cpus);
+    return load;
+}
+
+static void table_header(const options *o, double peak, const char *isa, double load)
 {
     char model[128] = "unknown CPU";
     FILE *f = fopen("/proc/cpuinfo", "r");
@@ -428,11 +446,6 @@ static void table_header(const options *o, double peak, const char *isa)
             break;
         }
     }
-    if (f) fclose(f);
-    /* Other work on the machine skews every number: say how much there was. */
-    double load = -1;
-    f = fopen("/proc/loadavg", "r");
-    if (f && fscanf(f, "%lf", &load) != 1) load = -1;
     if (f) fclose(f);
     printf("xconv %s bench: %s, %d thread%s, f32 FMA peak %.1f GFLOP/s (%s); xconv layout %s; "
            "load average %.2f at start\n",
@@ -639,7 +652,8 @@ int xconv_cmd_bench(int argc, char **argv)
         for (int i = 0; bench_onednn_names[i]; i++) columns[ncolumns++] = bench_onednn_names[i];
     if (o.xnnpack)
         for (int i = 0; bench_xnnpack_names[i]; i++) columns[ncolumns++] = bench_xnnpack_names[i];
-    if (!o.json) table_header(&o, peak, isa);
+    double load = machine_load();
+    if (!o.json) table_header(&o, peak, isa, load);
 
     cJSON *all = cJSON_CreateArray();
     bool failed = false;
@@ -651,7 +665,7 @@ int xconv_cmd_bench(int argc, char **argv)
             if (r.error[0] || r.mismatch) failed = true;
             if (o.json)
                 cJSON_AddItemToArray(all, result_json(&o, &probs[i], o.x_dtypes[dt],
-                                                      o.y_dtypes[dt], &r, peak));
+                                                      o.y_dtypes[dt], &r, peak, load));
             else
                 table_row(&probs[i], o.x_dtypes[dt], o.y_dtypes[dt], &r, peak);
         }
