@@ -61,133 +61,6 @@ static xconv_status check_params(which wh, const xconv_params *p, const int64_t 
     return XCONV_STATUS_OK;
 }
 
-/* A descriptor: present, valid dtype, the rank, non-negative shape, a known device. */
-static xconv_status check_descriptor(const xconv_tensor *t, const char *what, int rank,
-                                     xconv_error *err)
-{
-    char name[32];
-    XCONV_CHECK(err, t != NULL, INVALID_ARGUMENT, what, "%s is null", what);
-    snprintf(name, sizeof name, "%s.dtype", what);
-    XCONV_CHECK(err, xconv__dtype_valid(t->dtype), INVALID_ARGUMENT, name,
-                "%s.dtype %d is not a valid dtype", what, (int)t->dtype);
-    snprintf(name, sizeof name, "%s.rank", what);
-    XCONV_CHECK(err, t->rank == rank, INVALID_ARGUMENT, name, "%s.rank %d does not equal %d",
-                what, t->rank, rank);
-    for (int i = 0; i < rank; i++) {
-        snprintf(name, sizeof name, "%s.shape[%d]", what, i);
-        XCONV_CHECK(err, t->shape[i] >= 0, INVALID_ARGUMENT, name,
-                    "%s.shape[%d] %" PRId64 " is negative", what, i, t->shape[i]);
-    }
-    snprintf(name, sizeof name, "%s.device", what);
-    XCONV_CHECK(err, t->device == XCONV_DEVICE_CPU || t->device == XCONV_DEVICE_CUDA,
-                INVALID_ARGUMENT, name, "%s.device %d is not cpu (0) or cuda (1)", what,
-                (int)t->device);
-    return XCONV_STATUS_OK;
-}
-
-/* Memory of a shape-checked view: size fits, data present, strides, extent inside the buffer,
- * and for the output no broadcast and no two elements at one address. */
-static xconv_status check_memory(const xconv_tensor *t, const char *what, bool is_output,
-                                 xconv_error *err)
-{
-    char name[32];
-    const int64_t es = (int64_t)xconv_dtype_size(t->dtype);
-    int64_t elems = 1, bytes;
-    bool ok = true;
-    for (int i = 0; i < t->rank; i++) ok = ok && mul_ok(elems, t->shape[i], &elems);
-    snprintf(name, sizeof name, "%s.shape", what);
-    XCONV_CHECK(err, ok && mul_ok(elems, es, &bytes), INVALID_ARGUMENT, name,
-                "%s size overflows 64 bits", what);
-    if (elems == 0) return XCONV_STATUS_OK;
-    snprintf(name, sizeof name, "%s.data", what);
-    XCONV_CHECK(err, t->data != NULL, INVALID_ARGUMENT, name,
-                "%s.data is null but %s has %" PRId64 " elements", what, what, elems);
-    int64_t lo = 0, hi = elems - 1;
-    if (t->strided) {
-        lo = hi = t->offset;
-        for (int i = 0; i < t->rank; i++) {
-            int64_t reach;
-            snprintf(name, sizeof name, "%s.strides[%d]", what, i);
-            XCONV_CHECK(err, mul_ok(t->shape[i] - 1, t->strides[i], &reach), INVALID_ARGUMENT,
-                        name, "%s.strides[%d] %" PRId64 " times size %" PRId64
-                        " overflows 64 bits", what, i, t->strides[i], t->shape[i]);
-            if (is_output && t->shape[i] > 1)
-                XCONV_CHECK(err, t->strides[i] != 0, INVALID_ARGUMENT, name,
-                            "%s.strides[%d] is 0 but an output cannot broadcast", what, i);
-            snprintf(name, sizeof name, "%s.strides", what);
-            XCONV_CHECK(err, reach < 0 ? add_ok(lo, reach, &lo) : add_ok(hi, reach, &hi),
-                        INVALID_ARGUMENT, name, "%s element offsets overflow 64 bits", what);
-        }
-        snprintf(name, sizeof name, "%s.offset", what);
-        XCONV_CHECK(err, lo >= 0, INVALID_ARGUMENT, name,
-                    "%s reaches element %" PRId64 " before the buffer start (offset %" PRId64
-                    ")", what, lo, t->offset);
-        snprintf(name, sizeof name, "%s.buffer_bytes", what);
-        XCONV_CHECK(err, t->buffer_bytes > 0, INVALID_ARGUMENT, name,
-                    "%s.buffer_bytes is 0 but a strided view must give its buffer size", what);
-    }
-    int64_t end_bytes;
-    snprintf(name, sizeof name, "%s.buffer_bytes", what);
-    XCONV_CHECK(err, add_ok(hi, 1, &end_bytes) && mul_ok(end_bytes, es, &end_bytes),
-                INVALID_ARGUMENT, name, "%s extent overflows 64 bits", what);
-    if (t->buffer_bytes != 0 || t->strided)
-        XCONV_CHECK(err, (uint64_t)end_bytes <= (uint64_t)t->buffer_bytes, INVALID_ARGUMENT,
-                    name, "%s needs %" PRId64 " bytes but buffer_bytes is %zu", what, end_bytes,
-                    t->buffer_bytes);
-    XCONV_CHECK(err, (uintptr_t)t->data <= UINTPTR_MAX - (uint64_t)end_bytes, INVALID_ARGUMENT,
-                name, "%s buffer wraps around the address space", what);
-    if (is_output && t->strided) {
-        /* With the dims sorted by |stride|, each stride must clear the extent of the smaller
-         * ones, or two output elements share an address and threads would race. */
-        int order[XCONV_MAX_RANK], n = 0;
-        for (int i = 0; i < t->rank; i++)
-            if (t->shape[i] > 1) order[n++] = i;
-        for (int a = 1; a < n; a++)
-            for (int b = a; b > 0 && llabs(t->strides[order[b]]) < llabs(t->strides[order[b - 1]]);
-                 b--) {
-                int tmp = order[b];
-                order[b] = order[b - 1];
-                order[b - 1] = tmp;
-            }
-        int64_t covered = 0;
-        for (int a = 0; a < n; a++) {
-            const int i = order[a];
-            snprintf(name, sizeof name, "%s.strides[%d]", what, i);
-            XCONV_CHECK(err, llabs(t->strides[i]) > covered, INVALID_ARGUMENT, name,
-                        "%s.strides[%d] %" PRId64 " makes output elements overlap", what, i,
-                        t->strides[i]);
-            covered += (t->shape[i] - 1) * llabs(t->strides[i]);
-        }
-    }
-    return XCONV_STATUS_OK;
-}
-
-static bool overlap(const xconv_tensor *a, const xconv_tensor *b)
-{
-    int64_t alo, ahi, blo, bhi;
-    if (!a->data || !b->data) return false;
-    if (!xconv__tensor_span(a, &alo, &ahi) || !xconv__tensor_span(b, &blo, &bhi)) return false;
-    uintptr_t a0 = (uintptr_t)a->data + (uintptr_t)alo, a1 = (uintptr_t)a->data + (uintptr_t)ahi;
-    uintptr_t b0 = (uintptr_t)b->data + (uintptr_t)blo, b1 = (uintptr_t)b->data + (uintptr_t)bhi;
-    return a0 < b1 && b0 < a1;
-}
-
-/* The element strides and offset of a view (row-major when not strided). */
-static void view_strides(const xconv_tensor *t, int64_t *st, int64_t *off)
-{
-    if (t->strided) {
-        memcpy(st, t->strides, sizeof(int64_t) * (size_t)t->rank);
-        *off = t->offset;
-        return;
-    }
-    int64_t s = 1;
-    for (int i = t->rank - 1; i >= 0; i--) {
-        st[i] = s;
-        s *= t->shape[i] > 0 ? t->shape[i] : 1;
-    }
-    *off = 0;
-}
-
 /*
  * Everything both calls share: `img` is x (im2col) or y (col2im), `cols` the other side.
  * Checks in DESIGN.md §3 order and fills *u.
@@ -212,8 +85,8 @@ static xconv_status prepare(which wh, const xconv_params *p, const int64_t *kern
 
     const int d = p->spatial_rank;
     const bool cl = p->layout == XCONV_LAYOUT_CHANNELS_LAST;
-    XCONV_TRY(check_descriptor(in, in_name, wh == IM2COL ? d + 2 : 3, err));
-    XCONV_TRY(check_descriptor(out, out_name, wh == IM2COL ? 3 : d + 2, err));
+    XCONV_TRY(xconv__check_tensor(in, in_name, wh == IM2COL ? d + 2 : 3, err));
+    XCONV_TRY(xconv__check_tensor(out, out_name, wh == IM2COL ? 3 : d + 2, err));
 
     /* The image's sizes and the positions Y, as conv computes them. */
     char name[32];
@@ -275,10 +148,10 @@ static xconv_status prepare(which wh, const xconv_params *p, const int64_t *kern
                     "y.dtype", "y.dtype %s is not cols.dtype %s or a wider type of its family",
                     xconv_dtype_name(img->dtype), xconv_dtype_name(cols->dtype));
 
-    XCONV_TRY(check_memory(in, in_name, false, err));
-    XCONV_TRY(check_memory(out, out_name, true, err));
+    XCONV_TRY(xconv__check_memory(in, in_name, false, err));
+    XCONV_TRY(xconv__check_memory(out, out_name, true, err));
     snprintf(name, sizeof name, "%s.data", out_name);
-    XCONV_CHECK(err, !overlap(out, in), INVALID_ARGUMENT, name, "%s overlaps %s", out_name,
+    XCONV_CHECK(err, !xconv__tensors_overlap(out, in), INVALID_ARGUMENT, name, "%s overlaps %s", out_name,
                 in_name);
 
     snprintf(name, sizeof name, "%s.device", out_name);
@@ -310,7 +183,7 @@ static xconv_status prepare(which wh, const xconv_params *p, const int64_t *kern
     /* A dim of size 1 may carry any stride; its index is always 0, so its stride becomes 0
      * and the kernels never scale a stride that no element spans. */
     int64_t st[XCONV_MAX_RANK];
-    view_strides(img, st, &u->img_off);
+    xconv__view_strides(img, st, &u->img_off);
     for (int i = 0; i < img->rank; i++)
         if (img->shape[i] == 1) st[i] = 0;
     u->img_sn = st[0];
@@ -319,7 +192,7 @@ static xconv_status prepare(which wh, const xconv_params *p, const int64_t *kern
         const int i = j - (3 - d);
         u->img_ss[j] = i < 0 ? 0 : st[img_sp + i];
     }
-    view_strides(cols, u->cols_s, &u->cols_off);
+    xconv__view_strides(cols, u->cols_s, &u->cols_off);
     for (int i = 0; i < 3; i++)
         if (cols->shape[i] == 1) u->cols_s[i] = 0;
     return XCONV_STATUS_OK;

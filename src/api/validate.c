@@ -158,8 +158,9 @@ static xconv_status check_shapes(const xconv_params *p, const int64_t *xs, const
                     INVALID_ARGUMENT, name,
                     "dilated kernel extent dilation %" PRId64 " * (kernel %" PRId64
                     " - 1) + 1 overflows 64 bits", t, dm->k_size[i]);
+        snprintf(name, sizeof name, "%s%s", lo > hi ? "pad_lo" : "pad_hi", DIM_NAMES[i]);
         XCONV_CHECK(err, add_ok(dm->x_size[i], lo, &padded) && add_ok(padded, hi, &padded),
-                    INVALID_ARGUMENT, DIM_NAMES[i],
+                    INVALID_ARGUMENT, name,
                     "padded input size %" PRId64 " + %" PRId64 " + %" PRId64
                     " overflows 64 bits", dm->x_size[i], lo, hi);
         if (!tr) {
@@ -174,8 +175,11 @@ static xconv_status check_shapes(const xconv_params *p, const int64_t *xs, const
             int64_t base;
             bool ok = mul_ok(dm->x_size[i] - 1, s, &base) && add_ok(base, span, &base) &&
                       add_ok(base, p->output_padding[i], &base);
-            XCONV_CHECK(err, ok, INVALID_ARGUMENT, DIM_NAMES[i],
-                        "output size in spatial dim %d overflows 64 bits", i);
+            snprintf(name, sizeof name, "stride%s", DIM_NAMES[i]);
+            XCONV_CHECK(err, ok, INVALID_ARGUMENT, name,
+                        "output size (input %" PRId64 " - 1) * stride %" PRId64
+                        " + kernel extent in spatial dim %d overflows 64 bits",
+                        dm->x_size[i], s, i);
             y = base - lo - hi;
             snprintf(name, sizeof name, "pad_lo%s", DIM_NAMES[i]);
             XCONV_CHECK(err, y >= 1, INVALID_ARGUMENT, name,
@@ -215,15 +219,6 @@ xconv_status xconv__validate_shapes(const xconv_params *params, const int64_t *x
 /* Tensors: descriptors, extents, aliasing                                                  */
 /* ---------------------------------------------------------------------------------------- */
 
-static void contiguous_strides(const xconv_tensor *t, int64_t *st)
-{
-    int64_t s = 1;
-    for (int i = t->rank - 1; i >= 0; i--) {
-        st[i] = s;
-        s *= t->shape[i] > 0 ? t->shape[i] : 1;
-    }
-}
-
 static int64_t tensor_elems(const xconv_tensor *t)
 {
     return checked_product(t->shape, t->rank);
@@ -232,10 +227,9 @@ static int64_t tensor_elems(const xconv_tensor *t)
 /* The element-index hull [lo, hi] a view touches; assumes shapes >= 1 and strides checked. */
 static void element_hull(const xconv_tensor *t, int64_t *lo, int64_t *hi)
 {
-    int64_t st[XCONV_MAX_RANK];
-    if (t->strided) memcpy(st, t->strides, sizeof st);
-    else contiguous_strides(t, st);
-    int64_t a = t->strided ? t->offset : 0, b = a;
+    int64_t st[XCONV_MAX_RANK], a;
+    xconv__view_strides(t, st, &a);
+    int64_t b = a;
     for (int i = 0; i < t->rank; i++) {
         int64_t reach = (t->shape[i] - 1) * st[i];
         if (reach < 0) a += reach;
@@ -256,9 +250,7 @@ bool xconv__tensor_span(const xconv_tensor *t, int64_t *lo_bytes, int64_t *hi_by
     return true;
 }
 
-/* Checks one tensor descriptor: dtype, rank, shape signs, strides, data and buffer extent.
- * `what` is "x", "w", "bias" or "y". */
-static xconv_status check_tensor(const xconv_tensor *t, const char *what, int rank, bool is_output,
+xconv_status xconv__check_tensor(const xconv_tensor *t, const char *what, int rank,
                                  xconv_error *err)
 {
     char name[32];
@@ -282,8 +274,7 @@ static xconv_status check_tensor(const xconv_tensor *t, const char *what, int ra
     return XCONV_STATUS_OK;
 }
 
-/* Checks the memory side of a tensor whose shape is already validated. */
-static xconv_status check_memory(const xconv_tensor *t, const char *what, bool is_output,
+xconv_status xconv__check_memory(const xconv_tensor *t, const char *what, bool is_output,
                                  xconv_error *err)
 {
     char name[32];
@@ -301,7 +292,7 @@ static xconv_status check_memory(const xconv_tensor *t, const char *what, bool i
         for (int i = 0; i < t->rank; i++) {
             snprintf(name, sizeof name, "%s.strides[%d]", what, i);
             int64_t reach;
-            XCONV_CHECK(err, mul_ok(t->shape[i], t->strides[i], &reach), INVALID_ARGUMENT, name,
+            XCONV_CHECK(err, mul_ok(t->shape[i] - 1, t->strides[i], &reach), INVALID_ARGUMENT, name,
                         "%s.strides[%d] %" PRId64 " times size %" PRId64 " overflows 64 bits",
                         what, i, t->strides[i], t->shape[i]);
             if (is_output && t->shape[i] > 1)
@@ -359,7 +350,7 @@ static xconv_status check_memory(const xconv_tensor *t, const char *what, bool i
     return XCONV_STATUS_OK;
 }
 
-static bool ranges_overlap(const xconv_tensor *a, const xconv_tensor *b)
+bool xconv__tensors_overlap(const xconv_tensor *a, const xconv_tensor *b)
 {
     int64_t alo, ahi, blo, bhi;
     if (!a || !b || !a->data || !b->data) return false;
@@ -379,10 +370,10 @@ xconv_status xconv__validate_problem(const xconv_params *p, const xconv_tensor *
 {
     XCONV_TRY(check_params(p, err));
     const int rank = p->spatial_rank + 2;
-    XCONV_TRY(check_tensor(x, "x", rank, false, err));
-    XCONV_TRY(check_tensor(w, "w", rank, false, err));
-    if (bias) XCONV_TRY(check_tensor(bias, "bias", 1, false, err));
-    XCONV_TRY(check_tensor(y, "y", rank, true, err));
+    XCONV_TRY(xconv__check_tensor(x, "x", rank, err));
+    XCONV_TRY(xconv__check_tensor(w, "w", rank, err));
+    if (bias) XCONV_TRY(xconv__check_tensor(bias, "bias", 1, err));
+    XCONV_TRY(xconv__check_tensor(y, "y", rank, err));
 
     dims dm;
     XCONV_TRY(check_shapes(p, x->shape, w->shape, &dm, err));
@@ -414,10 +405,10 @@ xconv_status xconv__validate_problem(const xconv_params *p, const xconv_tensor *
                     xconv_dtype_name(y->dtype));
 
     /* sizes: every tensor's element count and the work must fit 64 bits */
-    XCONV_TRY(check_memory(x, "x", false, err));
-    XCONV_TRY(check_memory(w, "w", false, err));
-    if (bias) XCONV_TRY(check_memory(bias, "bias", false, err));
-    XCONV_TRY(check_memory(y, "y", true, err));
+    XCONV_TRY(xconv__check_memory(x, "x", false, err));
+    XCONV_TRY(xconv__check_memory(w, "w", false, err));
+    if (bias) XCONV_TRY(xconv__check_memory(bias, "bias", false, err));
+    XCONV_TRY(xconv__check_memory(y, "y", true, err));
     {
         int64_t work = 1;
         const int64_t *sp = p->op == XCONV_OP_CONV ? dm.y_size : dm.x_size;
@@ -430,9 +421,9 @@ xconv_status xconv__validate_problem(const xconv_params *p, const xconv_tensor *
     }
 
     /* aliasing: y must not overlap what it is computed from */
-    XCONV_CHECK(err, !ranges_overlap(y, x), INVALID_ARGUMENT, "y.data", "y overlaps x");
-    XCONV_CHECK(err, !ranges_overlap(y, w), INVALID_ARGUMENT, "y.data", "y overlaps w");
-    XCONV_CHECK(err, !ranges_overlap(y, bias), INVALID_ARGUMENT, "y.data", "y overlaps bias");
+    XCONV_CHECK(err, !xconv__tensors_overlap(y, x), INVALID_ARGUMENT, "y.data", "y overlaps x");
+    XCONV_CHECK(err, !xconv__tensors_overlap(y, w), INVALID_ARGUMENT, "y.data", "y overlaps w");
+    XCONV_CHECK(err, !xconv__tensors_overlap(y, bias), INVALID_ARGUMENT, "y.data", "y overlaps bias");
 
     /* devices: one device for all tensors, and a backend for it */
     const xconv_tensor *all[4] = {x, w, bias, y};

@@ -91,7 +91,7 @@ void xconv__load_row(xconv_ctype ct, xconv_dtype d, const void *src, int64_t src
         return;
     }
     const char *s = (const char *)src;
-    const int64_t step = src_stride * (int64_t)xconv_dtype_size(d);
+    const int64_t step = n > 1 ? src_stride * (int64_t)xconv_dtype_size(d) : 0;
     switch (ct) {
     case XCONV_CT_U32: {
         uint32_t *o = (uint32_t *)dst;
@@ -155,7 +155,7 @@ void xconv__store_row(xconv_ctype ct, xconv_dtype d, const void *src, void *dst,
         return;
     }
     char *o = (char *)dst;
-    const int64_t step = dst_stride * (int64_t)xconv_dtype_size(d);
+    const int64_t step = n > 1 ? dst_stride * (int64_t)xconv_dtype_size(d) : 0;
     switch (ct) {
     case XCONV_CT_U32: {
         const uint32_t *s = (const uint32_t *)src;

@@ -132,7 +132,6 @@ typedef struct xconv_canon {
     int64_t b_off, b_s;
 
     int     threads;            /* the plan's context's threads: workspace slots to size */
-    bool    y_contiguous_cf;    /* y is dense channels-first: y_sn = cout*prod(Y), ... */
     double  flops;              /* DESIGN.md §6 count: 2 * MACs */
 } xconv_canon;
 
@@ -222,6 +221,22 @@ xconv_status xconv__validate_shapes(const xconv_params *params, const int64_t *x
 /* Maps a validated problem onto the canonical form (src/plan/normalize.c). */
 void xconv__normalize(const xconv_params *params, const xconv_tensor *x, const xconv_tensor *w,
                       const xconv_tensor *bias, const xconv_tensor *y, xconv_canon *canon);
+
+/* One tensor descriptor: present, valid dtype, `rank`, non-negative shape, a known device.
+ * `what` names it in messages ("x", "w", "bias", "y", "cols"). */
+xconv_status xconv__check_tensor(const xconv_tensor *t, const char *what, int rank,
+                                 xconv_error *err);
+
+/* The memory of a shape-checked view: sizes fit 64 bits, data present, strides, extent
+ * inside the buffer; an output may not broadcast or put two elements at one address. */
+xconv_status xconv__check_memory(const xconv_tensor *t, const char *what, bool is_output,
+                                 xconv_error *err);
+
+/* Whether the byte ranges two views touch intersect (NULL or empty views never do). */
+bool xconv__tensors_overlap(const xconv_tensor *a, const xconv_tensor *b);
+
+/* The element strides and offset of a view (row-major when not strided). */
+void xconv__view_strides(const xconv_tensor *t, int64_t *strides, int64_t *offset);
 
 /* The byte range [lo, hi) a tensor view touches; false when it touches nothing. */
 bool xconv__tensor_span(const xconv_tensor *t, int64_t *lo_bytes, int64_t *hi_bytes);

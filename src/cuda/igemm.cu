@@ -1,8 +1,14 @@
 /*
  * igemm.cu — "cuda.igemm_tc": implicit-GEMM convolution on the tensor cores (mma.sync) for
- * channels-last conv with bf16 / f16 inputs (f32 accumulate) and i8 / u8 inputs (s32
- * accumulate, which is exact modulo 2^32: the wrapping u32 arithmetic of DESIGN.md §2 when
- * y has at most 32 bits).
+ * channels-last conv with bf16 / f16 inputs (f32 accumulate), fp8 e4m3 / e5m2 inputs
+ * (widened to f16 in registers, which is exact, then f16 MMA with f32 accumulate: the f32
+ * rule of DESIGN.md §2; Hopper's native fp8 MMA accumulates with fewer bits and is not used)
+ * and i8 / u8 inputs (s32 accumulate, which is exact modulo 2^32: the wrapping u32
+ * arithmetic of DESIGN.md §2 when y has at most 32 bits).
+ *
+ * The kernel runs any canonical problem that xconv__cuda_igemm_fits accepts; cuda.patch_tc
+ * and cuda.deconv_tc launch it on rewritten problems (kernel dims folded into channels,
+ * conv_transpose stride phases).
  *
  * GEMM view per group: M = N * prod(Y) output positions, N = cout_g, K = prod(K) * cin_g,
  *   A[m, (tap, c)] = x[n(m), Y(m)*s + tap*t - lo, c]   (0 outside x: padding)
@@ -19,6 +25,7 @@
 #include "cuda/common.cuh"
 
 #include <stdint.h>
+#include <type_traits>
 
 using namespace xconv_cuda;
 
@@ -32,13 +39,15 @@ constexpr int CHUNKS = BKB / 16;                     /* 16-byte chunks per tile 
 constexpr int ROWS_PER_PASS = THREADS / CHUNKS;      /* rows one pass of the block loads */
 constexpr int PASSES = BM / ROWS_PER_PASS;
 
-enum class kind { bf16, f16, s8, u8 };
+enum class kind { bf16, f16, s8, u8, e4m3, e5m2 };
 
 template <kind K> struct traits;
 template <> struct traits<kind::bf16> { using acc = float; static constexpr int esize = 2; };
 template <> struct traits<kind::f16> { using acc = float; static constexpr int esize = 2; };
 template <> struct traits<kind::s8> { using acc = int32_t; static constexpr int esize = 1; };
 template <> struct traits<kind::u8> { using acc = int32_t; static constexpr int esize = 1; };
+template <> struct traits<kind::e4m3> { using acc = float; static constexpr int esize = 1; };
+template <> struct traits<kind::e5m2> { using acc = float; static constexpr int esize = 1; };
 
 /* One m16n8 tile's worth of K (32 bytes) on the tensor cores: d += a * b. */
 template <kind K> __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
@@ -69,6 +78,28 @@ template <> __device__ __forceinline__ void mma<kind::u8>(int32_t (&d)[4], const
                  : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+
+/* Two fp8 codes (bytes `sel` of u) as an f16x2, exactly. e5m2 is the top byte of an f16.
+ * e4m3 placed in an f16's low bits reads as its value * 2^-8 (biases 7 and 15), subnormals
+ * included; multiplying by 2^8 is exact; the one NaN code (0x7f) becomes an f16 NaN. */
+template <kind K> __device__ __forceinline__ uint32_t fp8x2_to_f16x2(uint32_t u, bool high)
+{
+    const uint32_t v = __byte_perm(u, 0, high ? 0x3424 : 0x1404); /* code << 8 in each half */
+    if constexpr (K == kind::e5m2) {
+        return v;
+    } else {
+        const uint32_t sign = v & 0x80008000u, mag = v & 0x7f007f00u;
+        uint32_t h = sign | (mag >> 1), r;
+        asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(h), "r"(0x5c005c00u)); /* 256.0 */
+        const uint32_t nan = __vcmpeq2(mag, 0x7f007f00u);
+        return (r & ~nan) | (nan & (0x7e007e00u | sign));
+    }
+}
+
+/* fp8 MMA: a 32-byte K step of the byte layout (the s8 fragments) runs as two f16
+ * m16n8k16 MMAs. Thread t holds K bytes 4t..4t+3 (and +16 in the second register); the low
+ * and high byte pairs become the f16 fragment's k 2t,2t+1 and 2t+8,2t+9 in both A and B:
+ * the same permutation of K on both sides, so the sum is the same. */
 
 __device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
@@ -200,11 +231,34 @@ igemm_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
                 const int row = warp_n * 32 + np * 16 + (lane & 7) + ((lane >> 4) << 3);
                 ldmatrix_x4(bfr[np], smem_addr(sb + swz(row, ks * 2 + ((lane >> 3) & 1))));
             }
-#pragma unroll
-            for (int mt = 0; mt < 4; mt++)
+            if constexpr (K == kind::e4m3 || K == kind::e5m2) {
+                /* widen each fragment once: B here, A per row tile (see mma_fp8) */
+                uint32_t bh[4][2][2];
 #pragma unroll
                 for (int nt = 0; nt < 4; nt++)
-                    mma<K>(acc[mt][nt], af[mt], bfr[nt >> 1][(nt & 1) * 2], bfr[nt >> 1][(nt & 1) * 2 + 1]);
+#pragma unroll
+                    for (int hf = 0; hf < 2; hf++) {
+                        const uint32_t b = bfr[nt >> 1][(nt & 1) * 2 + hf];
+                        bh[nt][hf][0] = fp8x2_to_f16x2<K>(b, false);
+                        bh[nt][hf][1] = fp8x2_to_f16x2<K>(b, true);
+                    }
+#pragma unroll
+                for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+                    for (int hf = 0; hf < 2; hf++) {
+                        const uint32_t x0 = af[mt][2 * hf], x1 = af[mt][2 * hf + 1];
+                        const uint32_t ah[4] = {fp8x2_to_f16x2<K>(x0, false), fp8x2_to_f16x2<K>(x1, false),
+                                                fp8x2_to_f16x2<K>(x0, true), fp8x2_to_f16x2<K>(x1, true)};
+#pragma unroll
+                        for (int nt = 0; nt < 4; nt++) mma<kind::f16>(acc[mt][nt], ah, bh[nt][hf][0], bh[nt][hf][1]);
+                    }
+            } else {
+#pragma unroll
+                for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+                    for (int nt = 0; nt < 4; nt++)
+                        mma<K>(acc[mt][nt], af[mt], bfr[nt >> 1][(nt & 1) * 2], bfr[nt >> 1][(nt & 1) * 2 + 1]);
+            }
         }
     }
     cp_async_wait<0>();
@@ -227,7 +281,7 @@ igemm_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
                     const int64_t co = g * p.cout_g + (o < p.cout_g ? o : 0);
                     const acc_t v = acc[mt][nt][h * 2 + e];
                     unsigned char *dst = smem + r * pitch;
-                    if constexpr (K != kind::bf16 && K != kind::f16) {
+                    if constexpr (!std::is_same<acc_t, float>::value) {
                         uint32_t u = (uint32_t)v;
                         if (bias) u += ops<uint32_t>::load(p.bias_dtype, bias, p.b_off + co * p.b_s);
                         store_int(p.y_dtype, dst, cidx, u);
@@ -282,46 +336,8 @@ igemm_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
 
 bool aligned16(int64_t elems, int es) { return (elems * es) % 16 == 0; }
 
-bool igemm_supports(const xconv_canon *p, const char **why_not)
+template <kind K> void launch(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream)
 {
-    if (p->device != XCONV_DEVICE_CUDA) return *why_not = "cuda.igemm_tc runs on cuda tensors only", false;
-    if (p->op != XCONV_OP_CONV) return *why_not = "cuda.igemm_tc runs conv only", false;
-    const xconv_dtype d = p->x_dtype;
-    const bool half = d == XCONV_DTYPE_BF16 || d == XCONV_DTYPE_F16;
-    const bool byte = d == XCONV_DTYPE_I8 || d == XCONV_DTYPE_U8;
-    if (!half && !byte) return *why_not = "cuda.igemm_tc takes bf16, f16, i8 and u8 inputs", false;
-    if (half && p->ct != XCONV_CT_F32) return *why_not = "cuda.igemm_tc accumulates in f32 (y f64 computes in f64)", false;
-    if (byte && p->ct != XCONV_CT_U32) return *why_not = "cuda.igemm_tc accumulates modulo 2^32 (y wider than 32 bits)", false;
-    const int es = half ? 2 : 1;
-    if (p->x_sc != 1 || p->w_si != 1) return *why_not = "cuda.igemm_tc needs channels contiguous in x and w (channels-last)", false;
-    if ((p->cin_g * es) % 16) return *why_not = "cuda.igemm_tc needs cin/groups a multiple of 16 bytes", false;
-    const int64_t xs[] = {p->x_off, p->x_sn, p->x_ss[0], p->x_ss[1], p->x_ss[2], p->cin_g,
-                          p->w_off, p->w_sg, p->w_so, p->w_sk[0], p->w_sk[1], p->w_sk[2]};
-    for (int64_t v : xs)
-        if (!aligned16(v, es)) return *why_not = "cuda.igemm_tc needs 16-byte aligned x and w rows", false;
-    for (int i = 0; i < 3; i++) {
-        /* input coordinates are kept in 32 bits */
-        if (p->x_size[i] > (1 << 30) || p->y_size[i] * p->stride[i] > (1 << 30) ||
-            p->k_size[i] * p->dil[i] > (1 << 30) || p->pad_lo[i] > (1 << 30))
-            return *why_not = "cuda.igemm_tc keeps spatial coordinates in 32 bits", false;
-    }
-    if (p->k_size[0] * p->k_size[1] * p->k_size[2] * ((p->cin_g * es + BKB - 1) / BKB) > INT32_MAX)
-        return *why_not = "cuda.igemm_tc: reduction too long", false;
-    if (p->groups > 65535 || (p->cout_g + BN - 1) / BN > 65535)
-        return *why_not = "cuda.igemm_tc: too many groups or output channels for its grid", false;
-    if (xconv__cuda_device_cc(p->device_index) < 80)
-        return *why_not = "cuda.igemm_tc needs a gpu of compute capability 8.0 or newer", false;
-    return true;
-}
-
-size_t igemm_workspace_bytes(const xconv_canon *) { return 0; }
-
-/* Tensor-core throughput is ~100x the generic kernel's on these dtypes. */
-double igemm_cost(const xconv_canon *p) { return 0.02 * p->flops + 2e4; }
-
-template <kind K> xconv_status launch(const xconv_exec *e, cudaStream_t stream)
-{
-    const xconv_canon *p = e->p;
     const int64_t M = p->n * xconv__prod3(p->y_size);
     const dim3 grid((unsigned)((M + BM - 1) / BM), (unsigned)((p->cout_g + BN - 1) / BN), (unsigned)p->groups);
     const int yes = (int)xconv_dtype_size(p->y_dtype);
@@ -334,25 +350,28 @@ template <kind K> xconv_status launch(const xconv_exec *e, cudaStream_t stream)
     cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
     kern<<<grid, THREADS, SMEM_BYTES, stream>>>(*p, (const char *)e->x, (const char *)e->w,
                                                 (const char *)e->bias, (char *)e->y, yes, vec);
-    return XCONV_STATUS_OK;
 }
+
+bool igemm_supports(const xconv_canon *p, const char **why_not)
+{
+    if (p->device != XCONV_DEVICE_CUDA) return *why_not = "cuda.igemm_tc runs on cuda tensors only", false;
+    if (p->op != XCONV_OP_CONV) return *why_not = "cuda.igemm_tc runs conv only", false;
+    return xconv__cuda_igemm_fits(p, why_not);
+}
+
+size_t igemm_workspace_bytes(const xconv_canon *) { return 0; }
+
+/* Tensor-core throughput is ~100x the generic kernel's on these dtypes. */
+double igemm_cost(const xconv_canon *p) { return 0.02 * p->flops + 2e4; }
 
 xconv_status igemm_run(const xconv_exec *e, xconv_error *err)
 {
     const xconv_canon *p = e->p;
     if (p->n * xconv__prod3(p->y_size) == 0) return XCONV_STATUS_OK;
-    if (((uintptr_t)e->x | (uintptr_t)e->w) % 16) /* the pointers are only known now */
-        return xconv__cuda_generic_run(e, err);
-    if ((p->n * xconv__prod3(p->y_size) + BM - 1) / BM > INT32_MAX) return xconv__cuda_generic_run(e, err);
+    if (!xconv__cuda_igemm_ptrs_ok(e, p)) return xconv__cuda_generic_run(e, err);
     xconv_cuda_scope s;
     XCONV_TRY(xconv__cuda_enter(e, &s, err));
-    switch (p->x_dtype) {
-    case XCONV_DTYPE_BF16: launch<kind::bf16>(e, s.stream); break;
-    case XCONV_DTYPE_F16: launch<kind::f16>(e, s.stream); break;
-    case XCONV_DTYPE_I8: launch<kind::s8>(e, s.stream); break;
-    case XCONV_DTYPE_U8: launch<kind::u8>(e, s.stream); break;
-    default: break;
-    }
+    xconv__cuda_igemm_launch(p, e, s.stream);
     xconv_status st = xconv__cuda_launch_status("cuda.igemm_tc", err);
     xconv__cuda_leave(&s);
     return st;
@@ -363,3 +382,62 @@ xconv_status igemm_run(const xconv_exec *e, xconv_error *err)
 extern "C" const xconv_engine xconv__engine_cuda_igemm = {
     "cuda.igemm_tc", XCONV_DEVICE_CUDA, igemm_supports, igemm_workspace_bytes, igemm_cost, igemm_run,
 };
+
+/* Whether the kernel runs p (a canonical conv, maybe rewritten by another engine). The
+ * checks are the kernel's assumptions, nothing more. */
+bool xconv__cuda_igemm_fits(const xconv_canon *p, const char **why_not)
+{
+    const xconv_dtype d = p->x_dtype;
+    const bool half = d == XCONV_DTYPE_BF16 || d == XCONV_DTYPE_F16;
+    const bool fp8 = d == XCONV_DTYPE_F8E4M3 || d == XCONV_DTYPE_F8E5M2;
+    const bool byte = d == XCONV_DTYPE_I8 || d == XCONV_DTYPE_U8;
+    if (!half && !fp8 && !byte) return *why_not = "the tensor-core engines take bf16, f16, f8e4m3, f8e5m2, i8 and u8 inputs", false;
+    if (!byte && p->ct != XCONV_CT_F32) return *why_not = "the tensor-core engines accumulate floats in f32 (y f64 computes in f64)", false;
+    if (byte && p->ct != XCONV_CT_U32) return *why_not = "the tensor-core engines accumulate integers modulo 2^32 (y wider than 32 bits)", false;
+    const int es = half ? 2 : 1;
+    if (p->x_sc != 1 || p->w_si != 1) return *why_not = "the tensor-core engines need channels contiguous in x and w (channels-last)", false;
+    if ((p->cin_g * es) % 16) return *why_not = "the tensor-core engines need cin/groups a multiple of 16 bytes", false;
+    const int64_t xs[] = {p->x_off, p->x_sn, p->x_ss[0], p->x_ss[1], p->x_ss[2], p->cin_g,
+                          p->w_off, p->w_sg, p->w_so, p->w_sk[0], p->w_sk[1], p->w_sk[2]};
+    for (int64_t v : xs)
+        if (!aligned16(v, es)) return *why_not = "the tensor-core engines need 16-byte aligned x and w rows", false;
+    for (int i = 0; i < 3; i++) {
+        /* input coordinates are kept in 32 bits (dilation may be negative: deconv phases) */
+        const int64_t dil = p->dil[i] < 0 ? -p->dil[i] : p->dil[i];
+        const int64_t pad = p->pad_lo[i] < 0 ? -p->pad_lo[i] : p->pad_lo[i];
+        if (p->x_size[i] > (1 << 30) || p->y_size[i] * p->stride[i] > (1 << 30) ||
+            p->k_size[i] * dil > (1 << 30) || pad > (1 << 30))
+            return *why_not = "the tensor-core engines keep spatial coordinates in 32 bits", false;
+    }
+    if (p->k_size[0] * p->k_size[1] * p->k_size[2] * ((p->cin_g * es + BKB - 1) / BKB) > INT32_MAX)
+        return *why_not = "the tensor-core engines: reduction too long", false;
+    if (p->groups > 65535 || (p->cout_g + BN - 1) / BN > 65535)
+        return *why_not = "the tensor-core engines: too many groups or output channels for the grid", false;
+    if ((p->n * xconv__prod3(p->y_size) + BM - 1) / BM > INT32_MAX)
+        return *why_not = "the tensor-core engines: too many output positions for the grid", false;
+    if (xconv__cuda_device_cc(p->device_index) < 80)
+        return *why_not = "the tensor-core engines need a gpu of compute capability 8.0 or newer", false;
+    return true;
+}
+
+/* x and w must start on 16 bytes; the pointers are only known at execute. */
+bool xconv__cuda_igemm_ptrs_ok(const xconv_exec *e, const xconv_canon *p)
+{
+    (void)p;
+    return ((uintptr_t)e->x | (uintptr_t)e->w) % 16 == 0;
+}
+
+/* Launches the kernel for p (fits) on the stream; the caller entered the device scope and
+ * reads the launch status. */
+void xconv__cuda_igemm_launch(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream)
+{
+    switch (p->x_dtype) {
+    case XCONV_DTYPE_BF16: launch<kind::bf16>(p, e, stream); break;
+    case XCONV_DTYPE_F16: launch<kind::f16>(p, e, stream); break;
+    case XCONV_DTYPE_I8: launch<kind::s8>(p, e, stream); break;
+    case XCONV_DTYPE_U8: launch<kind::u8>(p, e, stream); break;
+    case XCONV_DTYPE_F8E4M3: launch<kind::e4m3>(p, e, stream); break;
+    case XCONV_DTYPE_F8E5M2: launch<kind::e5m2>(p, e, stream); break;
+    default: break;
+    }
+}

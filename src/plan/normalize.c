@@ -8,8 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The element strides of a view (row-major when not strided). */
-static void view_strides(const xconv_tensor *t, int64_t *st, int64_t *off)
+void xconv__view_strides(const xconv_tensor *t, int64_t *st, int64_t *off)
 {
     if (t->strided) {
         memcpy(st, t->strides, sizeof(int64_t) * (size_t)t->rank);
@@ -29,7 +28,7 @@ static void split_activation(const xconv_tensor *t, int d, bool cl, int64_t *off
                              int64_t *sc, int64_t ss[3])
 {
     int64_t st[XCONV_MAX_RANK];
-    view_strides(t, st, off);
+    xconv__view_strides(t, st, off);
     *sn = st[0];
     *sc = st[cl ? d + 1 : 1];
     for (int j = 0; j < 3; j++) {
@@ -80,7 +79,7 @@ void xconv__normalize(const xconv_params *p, const xconv_tensor *x, const xconv_
     split_activation(y, d, cl, &c->y_off, &c->y_sn, &c->y_sc, c->y_ss);
 
     int64_t st[XCONV_MAX_RANK];
-    view_strides(w, st, &c->w_off);
+    xconv__view_strides(w, st, &c->w_off);
     for (int j = 0; j < 3; j++) {
         int i = j - (3 - d);
         c->w_sk[j] = i < 0 ? 0 : st[(cl ? 1 : 2) + i];
@@ -99,14 +98,25 @@ void xconv__normalize(const xconv_params *p, const xconv_tensor *x, const xconv_
         c->w_sg = c->cin_g * st[0];
     }
     if (bias) {
-        view_strides(bias, st, &c->b_off);
+        xconv__view_strides(bias, st, &c->b_off);
         c->b_s = st[0];
     }
 
+    /* A dim of size 1 is never stepped along: its stride is 0 in the canonical form, so no
+     * engine multiplies a caller's huge stride by an index or an element size. */
+    if (c->n == 1) c->x_sn = c->y_sn = 0;
+    if (c->cin == 1) c->x_sc = 0;
+    if (c->cout == 1) c->y_sc = 0, c->b_s = 0;
+    if (c->cout_g == 1) c->w_so = 0;
+    if (c->cin_g == 1) c->w_si = 0;
+    if (c->groups == 1) c->w_sg = 0;
+    for (int j = 0; j < 3; j++) {
+        if (c->x_size[j] == 1) c->x_ss[j] = 0;
+        if (c->y_size[j] == 1) c->y_ss[j] = 0;
+        if (c->k_size[j] == 1) c->w_sk[j] = 0;
+    }
+
     const int64_t ysp = xconv__prod3(c->y_size);
-    c->y_contiguous_cf = c->y_off == 0 && c->y_ss[2] == 1 && c->y_ss[1] == c->y_size[2] &&
-                         c->y_ss[0] == c->y_size[1] * c->y_size[2] && c->y_sc == ysp &&
-                         c->y_sn == c->cout * ysp;
     const double macs_per_image = tr ? (double)c->cin * (double)c->cout_g * xconv__prod3(c->x_size)
                                      : (double)c->cout * (double)c->cin_g * (double)ysp;
     c->flops = 2.0 * (double)c->n * macs_per_image * (double)xconv__prod3(c->k_size);

@@ -280,7 +280,7 @@ static const char *unsupporting_engine(const state *s)
       "bias.data is null", F_PROBLEM)                                                                 \
     X(y_data_null, CONV2D, s->y.data = NULL, INVALID_ARGUMENT, "y.data", "y.data is null", F_PROBLEM) \
     X(x_stride_overflow, CONV2D, strided(&s->x)->strides[0] = I64MAX, INVALID_ARGUMENT,               \
-      "x.strides[0]", "overflows 64 bits", F_PROBLEM)                                                 \
+      "x.strides[0]|x.strides", "overflow 64 bits|overflows 64 bits", F_PROBLEM)                                                 \
     X(x_offsets_overflow, CONV2D,                                                                     \
       (strided(&s->x)->strides[0] = I64MAX / 2, s->x.strides[1] = I64MAX / 4), INVALID_ARGUMENT,      \
       "x.strides", "overflow 64 bits", F_PROBLEM)                                                     \

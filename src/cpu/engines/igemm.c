@@ -47,6 +47,12 @@ typedef struct ig_geom {
 
 static size_t align64(size_t v) { return (v + 63) & ~(size_t)63; }
 
+/* Per-thread pointer arrays: a and b for a tile, again for one position's own taps, and c. */
+static size_t ptr_bytes(const ig_geom *q)
+{
+    return align64(sizeof(void *) * (size_t)(2 * q->max_runs * (q->g->mr + 1) + q->g->mr));
+}
+
 static ig_geom ig_geom_of(const xconv_canon *p)
 {
     ig_geom q;
@@ -87,8 +93,7 @@ static ig_geom ig_geom_of(const xconv_canon *p)
     q.zero = q.bp + align64(q.row_bytes * (size_t)(p->groups * q.panels));
     q.xbuf = q.zero + align64(cs * (size_t)q.len);
     q.slots = q.xbuf + (q.copy ? align64(img_bytes * (size_t)q.chunk_n) : 0);
-    q.slot_bytes = align64(sizeof(void *) * (size_t)(q.max_runs * (q.g->mr + 1) + q.g->mr)) +
-                   align64((size_t)q.g->mr * q.row_bytes);
+    q.slot_bytes = ptr_bytes(&q) + align64((size_t)q.g->mr * q.row_bytes);
     q.total = q.slots + q.slot_bytes * (size_t)(p->threads > 0 ? p->threads : 1);
     return q;
 }
@@ -151,8 +156,7 @@ static void pack_weights_range(void *arg, int64_t begin, int64_t end, int slot)
     const ig_geom *q = t->q;
     const size_t cs = xconv__ctype_size(p->ct);
     const int64_t xes = (int64_t)xconv_dtype_size(p->x_dtype), kk = xconv__prod3(p->k_size);
-    char *tmp = (char *)t->e->workspace + q->slots + q->slot_bytes * (size_t)slot +
-                align64(sizeof(void *) * (size_t)(q->max_runs * (q->g->mr + 1) + q->g->mr));
+    char *tmp = (char *)t->e->workspace + q->slots + q->slot_bytes * (size_t)slot + ptr_bytes(q);
     /* item = (g, panel, k): one block of cin_g rows */
     for (int64_t item = begin; item < end; item++) {
         const int64_t k = item % kk, gp = item / kk, panel = gp % q->panels, g = gp / q->panels;
@@ -263,7 +267,8 @@ static int64_t conv_tile(const ig_task *t, int64_t g, int64_t tile, const char *
 
 /* Fills the pointer arrays of one transpose tile (one stride phase of one output row). */
 static int64_t transpose_tile(const ig_task *t, int64_t g, int64_t tile, const char *wpanel,
-                              const void **a, const void **b, int64_t pos[][4], int *m)
+                              const void **a, const void **b, int64_t pos[][4], int *m,
+                              bool *mixed)
 {
     const xconv_canon *p = t->e->p;
     const ig_geom *q = t->q;
@@ -285,6 +290,7 @@ static int64_t transpose_tile(const ig_task *t, int64_t g, int64_t tile, const c
         pos[i][2] = j1;
         pos[i][3] = live ? r2 + idx * s2 : 0;
     }
+    *mixed = false;
     if (*m == 0) return 0;
     int64_t r = 0;
     for (int64_t k0 = 0; k0 < p->k_size[0]; k0++) {
@@ -304,6 +310,7 @@ static int64_t transpose_tile(const ig_task *t, int64_t g, int64_t tile, const c
                     const int64_t qp[3] = {e0 / p->stride[0], e1 / p->stride[1], e2 >= 0 ? e2 / s2 : -1};
                     const bool in = pos[i][0] >= 0 && e2 >= 0 && qp[2] < p->x_size[2];
                     a[r * mr + i] = in ? x_at(t, nl, qp, g * p->cin_g) : zero;
+                    *mixed |= pos[i][0] >= 0 && !in;
                 }
                 r++;
             }
@@ -323,8 +330,11 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
     char *scratch = (char *)e->workspace + q->slots + q->slot_bytes * (size_t)slot;
     const void **a = (const void **)scratch;
     const void **b = a + q->max_runs * mr;
-    void **c = (void **)(b + q->max_runs);
-    char *ctile = scratch + align64(sizeof(void *) * (size_t)(q->max_runs * (mr + 1) + mr));
+    const void **a1 = b + q->max_runs;      /* one position's own taps */
+    const void **b1 = a1 + q->max_runs * mr;
+    void **c = (void **)(b1 + q->max_runs);
+    char *ctile = scratch + ptr_bytes(q);
+    const char *zero = (const char *)e->workspace + q->zero;
     int64_t pos[8][4];
     const bool tr = p->op == XCONV_OP_CONV_TRANSPOSE;
     for (int64_t item = begin; item < end; item++) {
@@ -334,7 +344,8 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
                              q->row_bytes * (size_t)(gp * xconv__prod3(p->k_size) * p->cin_g);
         const void *init = p->has_bias ? (const char *)e->workspace + q->bp + q->row_bytes * (size_t)gp : NULL;
         int m;
-        const int64_t runs = tr ? transpose_tile(t, g, tile, wpanel, a, b, pos, &m)
+        bool mixed = false;
+        const int64_t runs = tr ? transpose_tile(t, g, tile, wpanel, a, b, pos, &m, &mixed)
                                 : conv_tile(t, g, tile, wpanel, a, b, pos, &m);
         if (m == 0) continue;
         const int64_t co = g * p->cout_g + panel * q->g->nr;
@@ -349,7 +360,23 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
                                  : ctile + (size_t)i * q->row_bytes;
         }
         /* live positions come first in a tile, so rows i < m are exactly the live ones */
-        q->g->kernel(runs, q->len, a, b, init, c, m, (int)cnt);
+        if (!mixed) {
+            q->g->kernel(runs, q->len, a, b, init, c, m, (int)cnt);
+        } else {
+            /* Some taps miss x for some positions. conv_transpose has no term there (not
+             * even 0 * w, which is NaN for an infinite w), so each position sums only its
+             * own taps. Only tiles at the edges of x come here. */
+            for (int i = 0; i < m; i++) {
+                int64_t own = 0;
+                for (int64_t r = 0; r < runs; r++) {
+                    if (a[r * mr + i] == zero) continue;
+                    a1[own * mr] = a[r * mr + i];
+                    for (int k = 1; k < mr; k++) a1[own * mr + k] = zero;
+                    b1[own++] = b[r];
+                }
+                q->g->kernel(own, q->len, a1, b1, init, c + i, 1, (int)cnt);
+            }
+        }
         if (!q->y_direct)
             for (int i = 0; i < m; i++)
                 xconv__store_row(p->ct, p->y_dtype, ctile + (size_t)i * q->row_bytes,
@@ -368,7 +395,7 @@ static xconv_status ig_run(const xconv_exec *e, xconv_error *err)
 
     xconv__parallel_for_slot(e->ctx, p->groups * q.panels * xconv__prod3(p->k_size), pack_weights_range, &t);
     if (p->has_bias) {
-        char *tmp = ws + q.slots + align64(sizeof(void *) * (size_t)(q.max_runs * (q.g->mr + 1) + q.g->mr));
+        char *tmp = ws + q.slots + ptr_bytes(&q);
         for (int64_t g = 0; g < p->groups; g++)
             for (int64_t panel = 0; panel < q.panels; panel++) {
                 const int64_t o0 = g * p->cout_g + panel * q.g->nr;

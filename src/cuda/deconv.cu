@@ -1,0 +1,105 @@
+/*
+ * deconv.cu — "cuda.deconv_tc": conv_transpose on the tensor cores without a column buffer,
+ * by stride phases. Output j = r + s*u (phase r in [0, s)) is hit by the taps k with
+ * r + lo - k*t = 0 mod s, i.e. k = k_r + i*(s/g) (g = gcd(s, t)), and tap i reads
+ *   x[u + c_r - i*(t/g)],   c_r = (r + lo - k_r*t) / s,
+ * so each phase is a plain conv over x: stride 1, dilation -(t/g), padding -c_r, the phase's
+ * taps of w (every (s/g)-th from k_r), y viewed with stride s from r. cuda.igemm_tc's kernel
+ * runs each phase as is; a phase no tap hits gets the bias (or 0) through the same kernel
+ * with an empty reduction, like the gather formula of ref.tmpl.h.
+ */
+#include "cuda/common.cuh"
+
+namespace {
+
+constexpr int MAX_PHASES = 512; /* one launch per phase */
+
+int64_t gcd64(int64_t a, int64_t b)
+{
+    while (b) {
+        const int64_t t = a % b;
+        a = b, b = t;
+    }
+    return a;
+}
+
+/* The conv of phase (r0, r1, r2); false when the phase has no outputs. */
+bool phase(const xconv_canon *p, const int64_t r[3], xconv_canon *q)
+{
+    *q = *p;
+    q->op = XCONV_OP_CONV;
+    for (int d = 0; d < 3; d++) {
+        const int64_t s = p->stride[d], t = p->dil[d], lo = p->pad_lo[d], K = p->k_size[d];
+        if (r[d] >= p->y_size[d]) return false;
+        const int64_t g = gcd64(s, t), step = s / g;
+        int64_t kf = 0;
+        while (kf < step && ((r[d] + lo - kf * t) % s + s) % s != 0) kf++;
+        const int64_t taps = kf < step && kf < K ? (K - kf + step - 1) / step : 0;
+        q->y_size[d] = (p->y_size[d] - r[d] + s - 1) / s;
+        q->y_off += r[d] * p->y_ss[d];
+        q->y_ss[d] = s * p->y_ss[d];
+        q->k_size[d] = taps;
+        q->stride[d] = 1;
+        q->dil[d] = -(t / g);
+        if (taps) {
+            q->pad_lo[d] = -((r[d] + lo - kf * t) / s); /* exact: kf solves the congruence */
+            q->w_off += kf * p->w_sk[d];
+            q->w_sk[d] = step * p->w_sk[d];
+        } else {
+            q->pad_lo[d] = 0;
+        }
+        q->pad_hi[d] = q->opad[d] = 0;
+    }
+    return true;
+}
+
+bool deconv_supports(const xconv_canon *p, const char **why_not)
+{
+    if (p->device != XCONV_DEVICE_CUDA) return *why_not = "cuda.deconv_tc runs on cuda tensors only", false;
+    if (p->op != XCONV_OP_CONV_TRANSPOSE) return *why_not = "cuda.deconv_tc runs conv_transpose only", false;
+    for (int d = 0; d < 3; d++)
+        if (p->stride[d] > MAX_PHASES || p->dil[d] > (1 << 30) || p->pad_lo[d] > (1 << 30))
+            return *why_not = "cuda.deconv_tc: stride, dilation or padding too large", false;
+    if (p->stride[0] * p->stride[1] * p->stride[2] > MAX_PHASES)
+        return *why_not = "cuda.deconv_tc: too many stride phases", false;
+    int64_t r[3];
+    for (r[0] = 0; r[0] < p->stride[0]; r[0]++)
+        for (r[1] = 0; r[1] < p->stride[1]; r[1]++)
+            for (r[2] = 0; r[2] < p->stride[2]; r[2]++) {
+                xconv_canon q;
+                if (phase(p, r, &q) && !xconv__cuda_igemm_fits(&q, why_not)) return false;
+            }
+    return true;
+}
+
+size_t deconv_workspace_bytes(const xconv_canon *) { return 0; }
+
+/* The tensor-core kernel, a little above cuda.igemm_tc's cost for the extra launches. */
+double deconv_cost(const xconv_canon *p) { return 0.025 * p->flops + 4e4; }
+
+xconv_status deconv_run(const xconv_exec *e, xconv_error *err)
+{
+    const xconv_canon *p = e->p;
+    if (p->n * xconv__prod3(p->y_size) == 0) return XCONV_STATUS_OK;
+    if (!xconv__cuda_igemm_ptrs_ok(e, p)) return xconv__cuda_generic_run(e, err);
+    xconv_cuda_scope s;
+    XCONV_TRY(xconv__cuda_enter(e, &s, err));
+    xconv_status st = XCONV_STATUS_OK;
+    int64_t r[3];
+    for (r[0] = 0; r[0] < p->stride[0]; r[0]++)
+        for (r[1] = 0; r[1] < p->stride[1]; r[1]++)
+            for (r[2] = 0; r[2] < p->stride[2]; r[2]++) {
+                xconv_canon q;
+                if (!phase(p, r, &q) || q.n * xconv__prod3(q.y_size) == 0) continue;
+                xconv__cuda_igemm_launch(&q, e, s.stream);
+                if (st == XCONV_STATUS_OK) st = xconv__cuda_launch_status("cuda.deconv_tc", err);
+            }
+    xconv__cuda_leave(&s);
+    return st;
+}
+
+} /* namespace */
+
+extern "C" const xconv_engine xconv__engine_cuda_deconv = {
+    "cuda.deconv_tc", XCONV_DEVICE_CUDA, deconv_supports, deconv_workspace_bytes, deconv_cost, deconv_run,
+};

@@ -1,0 +1,416 @@
+/*
+ * depthwise.cu — "cuda.depthwise": conv with one input channel per group (groups == cin, any
+ * channel multiplier), every dtype, any strides. Depthwise work is a few MACs per byte, so
+ * the kernels aim at the copy bandwidth: each input element is read from device memory
+ * about once and each output written once, in coalesced accesses.
+ *
+ *   - channels-last (x's channel stride the smallest): threads along channels. With bf16,
+ *     f16 or f32 in and out, multiplier 1 and 16-byte aligned rows, each thread owns 16
+ *     bytes of channels and loads them as one vector per tap, for a few output positions,
+ *     with the block's weights staged as f32 [tap][channel] in shared memory (dw_vec). Else
+ *     one thread per output element (dw_cl).
+ *   - channels-first: one block per (image, channel, tile of output rows): the input rows the
+ *     tile needs are staged in shared memory in the compute type, zero-filled outside x
+ *     (padding), each read by coalesced row loads, then every output of the tile sums its
+ *     taps from there (dw_tile). A 3-D kernel restages per tap of its outer dim.
+ *
+ * Sums run bias first, then taps in (k0, k1, k2) order: deterministic, no atomics; storage
+ * conversions are the library's (common.cuh), rounding once when y is stored.
+ */
+#include "cuda/common.cuh"
+
+using namespace xconv_cuda;
+
+namespace {
+
+constexpr int THREADS = 256;
+constexpr int OUT_PER_THREAD = 4;                 /* dw_tile: outputs per thread */
+constexpr int TILE_OUT = THREADS * OUT_PER_THREAD;
+constexpr int SMEM_LIMIT = 48 * 1024;
+
+/* ---------------------------------------------------------------------------------------- */
+/* channels-first: row tiles in shared memory                                               */
+/* ---------------------------------------------------------------------------------------- */
+
+struct tile_geom {
+    int th, tw;       /* output rows and columns (dims 1, 2) per tile */
+    int ih, iw;       /* input rows and columns staged */
+    int tiles1, tiles2;
+    size_t smem;
+};
+
+bool plan_tile(const xconv_canon *p, size_t esize, tile_geom *t)
+{
+    const int64_t kvol = xconv__prod3(p->k_size);
+    int64_t tw = p->y_size[2] < 256 ? p->y_size[2] : 256;
+    int64_t th = TILE_OUT / tw < p->y_size[1] ? TILE_OUT / tw : p->y_size[1];
+    for (;;) {
+        const int64_t ih = (th - 1) * p->stride[1] + (p->k_size[1] - 1) * p->dil[1] + 1;
+        const int64_t iw = (tw - 1) * p->stride[2] + (p->k_size[2] - 1) * p->dil[2] + 1;
+        const double bytes = ((double)ih * (double)iw + (double)kvol) * (double)esize;
+        if (bytes <= SMEM_LIMIT) {
+            t->th = (int)th, t->tw = (int)tw, t->ih = (int)ih, t->iw = (int)iw;
+            t->tiles1 = (int)((p->y_size[1] + th - 1) / th);
+            t->tiles2 = (int)((p->y_size[2] + tw - 1) / tw);
+            t->smem = (size_t)bytes;
+            return true;
+        }
+        if (th > 1) th = (th + 1) / 2;
+        else if (tw > 1) tw = (tw + 1) / 2;
+        else return false;
+    }
+}
+
+template <class T>
+__global__ void __launch_bounds__(THREADS)
+dw_tile(const xconv_canon p, const char *__restrict__ x, const char *__restrict__ w,
+        const char *__restrict__ bias, char *__restrict__ y, const tile_geom tg)
+{
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    T *tile = (T *)smem_raw;
+    T *wk = tile + tg.ih * tg.iw;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int64_t tiles_pp = p.y_size[0] * tg.tiles1 * tg.tiles2;
+    const int64_t plane = blockIdx.x / tiles_pp;
+    int64_t t = blockIdx.x % tiles_pp;
+    const int t2 = (int)(t % tg.tiles2); t /= tg.tiles2;
+    const int t1 = (int)(t % tg.tiles1);
+    const int64_t j0 = t / tg.tiles1;
+    const int64_t n = plane / p.cout, co = plane % p.cout;
+    const int64_t g = co / p.cout_g, o = co % p.cout_g; /* cin_g == 1: x channel g */
+    const int K0 = (int)p.k_size[0], K1 = (int)p.k_size[1], K2 = (int)p.k_size[2];
+    const int kvol = K0 * K1 * K2;
+    for (int i = tid; i < kvol; i += THREADS) {
+        const int k2 = i % K2, k1 = (i / K2) % K1, k0 = i / (K1 * K2);
+        wk[i] = ops<T>::load(p.x_dtype, w, p.w_off + g * p.w_sg + o * p.w_so + k0 * p.w_sk[0] +
+                                                k1 * p.w_sk[1] + k2 * p.w_sk[2]);
+    }
+    const int oy0 = t1 * tg.th, ox0 = t2 * tg.tw;
+    const int s1 = (int)p.stride[1], s2 = (int)p.stride[2], d1 = (int)p.dil[1], d2 = (int)p.dil[2];
+    /* this thread's outputs: tile offset of tap (0, 0), or -1 when outside the tile / y */
+    int at[OUT_PER_THREAD];
+    T acc[OUT_PER_THREAD];
+    const T b0 = bias ? ops<T>::load(p.bias_dtype, bias, p.b_off + co * p.b_s) : ops<T>::zero();
+#pragma unroll
+    for (int u = 0; u < OUT_PER_THREAD; u++) {
+        const int oi = tid + THREADS * u, i = oi / tg.tw, j = oi % tg.tw;
+        const bool ok = i < tg.th && oy0 + i < p.y_size[1] && ox0 + j < p.y_size[2];
+        at[u] = ok ? i * s1 * tg.iw + j * s2 : -1;
+        acc[u] = b0;
+    }
+    const int64_t q1_0 = (int64_t)oy0 * s1 - p.pad_lo[1], q2_0 = (int64_t)ox0 * s2 - p.pad_lo[2];
+    const int64_t xb = p.x_off + n * p.x_sn + g * p.x_sc;
+    for (int k0 = 0; k0 < K0; k0++) {
+        const int64_t q0 = j0 * p.stride[0] + (int64_t)k0 * p.dil[0] - p.pad_lo[0];
+        if (q0 < 0 || q0 >= p.x_size[0]) continue; /* the same for the whole block */
+        __syncthreads();                           /* the previous stage is consumed */
+        const int64_t xr = xb + q0 * p.x_ss[0];
+        /* rows by warps, columns by lanes; loads batched ahead of the stores */
+        for (int r = warp; r < tg.ih; r += 4 * (THREADS / 32)) {
+            T v[4][2];
+#pragma unroll
+            for (int rr = 0; rr < 4; rr++) {
+                const int row = r + rr * (THREADS / 32);
+                const int64_t q1 = q1_0 + row;
+                const bool rok = row < tg.ih && q1 >= 0 && q1 < p.x_size[1];
+#pragma unroll
+                for (int cc = 0; cc < 2; cc++) {
+                    const int col = lane + 32 * cc;
+                    const int64_t q2 = q2_0 + col;
+                    v[rr][cc] = rok && col < tg.iw && q2 >= 0 && q2 < p.x_size[2]
+                                    ? ops<T>::load(p.x_dtype, x, xr + q1 * p.x_ss[1] + q2 * p.x_ss[2])
+                                    : ops<T>::zero();
+                }
+            }
+#pragma unroll
+            for (int rr = 0; rr < 4; rr++) {
+                const int row = r + rr * (THREADS / 32);
+#pragma unroll
+                for (int cc = 0; cc < 2; cc++)
+                    if (row < tg.ih && lane + 32 * cc < tg.iw) tile[row * tg.iw + lane + 32 * cc] = v[rr][cc];
+            }
+            /* columns past 64 (wide tiles) */
+            for (int col = lane + 64; col < tg.iw; col += 32)
+#pragma unroll
+                for (int rr = 0; rr < 4; rr++) {
+                    const int row = r + rr * (THREADS / 32);
+                    const int64_t q1 = q1_0 + row, q2 = q2_0 + col;
+                    if (row < tg.ih)
+                        tile[row * tg.iw + col] = q1 >= 0 && q1 < p.x_size[1] && q2 >= 0 && q2 < p.x_size[2]
+                                                      ? ops<T>::load(p.x_dtype, x, xr + q1 * p.x_ss[1] + q2 * p.x_ss[2])
+                                                      : ops<T>::zero();
+                }
+        }
+        __syncthreads();
+        const T *wt = wk + k0 * K1 * K2;
+#pragma unroll
+        for (int u = 0; u < OUT_PER_THREAD; u++) {
+            if (at[u] < 0) continue;
+            for (int k1 = 0; k1 < K1; k1++)
+                for (int k2 = 0; k2 < K2; k2++)
+                    ops<T>::mac(acc[u], tile[at[u] + k1 * d1 * tg.iw + k2 * d2], wt[k1 * K2 + k2]);
+        }
+    }
+    const int64_t yb = p.y_off + n * p.y_sn + co * p.y_sc + j0 * p.y_ss[0];
+#pragma unroll
+    for (int u = 0; u < OUT_PER_THREAD; u++) {
+        if (at[u] < 0) continue;
+        const int oi = tid + THREADS * u, i = oi / tg.tw, j = oi % tg.tw;
+        ops<T>::store(p.y_dtype, y, yb + (oy0 + i) * p.y_ss[1] + (ox0 + j) * p.y_ss[2], acc[u]);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* channels-last: one thread per output element, channels fastest                           */
+/* ---------------------------------------------------------------------------------------- */
+
+template <class T>
+__global__ void __launch_bounds__(THREADS)
+dw_cl(const xconv_canon p, const char *__restrict__ x, const char *__restrict__ w,
+      const char *__restrict__ bias, char *__restrict__ y, int64_t total)
+{
+    for (int64_t idx = (int64_t)blockIdx.x * THREADS + threadIdx.x; idx < total;
+         idx += (int64_t)gridDim.x * THREADS) {
+        int64_t r = idx;
+        const int64_t co = r % p.cout; r /= p.cout;
+        const int64_t j2 = r % p.y_size[2]; r /= p.y_size[2];
+        const int64_t j1 = r % p.y_size[1]; r /= p.y_size[1];
+        const int64_t j0 = r % p.y_size[0], n = r / p.y_size[0];
+        const int64_t g = co / p.cout_g, o = co % p.cout_g;
+        T acc = bias ? ops<T>::load(p.bias_dtype, bias, p.b_off + co * p.b_s) : ops<T>::zero();
+        const int64_t xb = p.x_off + n * p.x_sn + g * p.x_sc;
+        const int64_t wb = p.w_off + g * p.w_sg + o * p.w_so;
+        for (int64_t k0 = 0; k0 < p.k_size[0]; k0++) {
+            const int64_t q0 = j0 * p.stride[0] + k0 * p.dil[0] - p.pad_lo[0];
+            if (q0 < 0 || q0 >= p.x_size[0]) continue;
+            for (int64_t k1 = 0; k1 < p.k_size[1]; k1++) {
+                const int64_t q1 = j1 * p.stride[1] + k1 * p.dil[1] - p.pad_lo[1];
+                if (q1 < 0 || q1 >= p.x_size[1]) continue;
+                for (int64_t k2 = 0; k2 < p.k_size[2]; k2++) {
+                    const int64_t q2 = j2 * p.stride[2] + k2 * p.dil[2] - p.pad_lo[2];
+                    if (q2 < 0 || q2 >= p.x_size[2]) continue;
+                    ops<T>::mac(acc, ops<T>::load(p.x_dtype, x, xb + q0 * p.x_ss[0] + q1 * p.x_ss[1] + q2 * p.x_ss[2]),
+                                ops<T>::load(p.x_dtype, w, wb + k0 * p.w_sk[0] + k1 * p.w_sk[1] + k2 * p.w_sk[2]));
+                }
+            }
+        }
+        ops<T>::store(p.y_dtype, y, p.y_off + n * p.y_sn + co * p.y_sc + j0 * p.y_ss[0] +
+                                        j1 * p.y_ss[1] + j2 * p.y_ss[2], acc);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* channels-last, 16-byte vectors of bf16 / f16 / f32                                       */
+/* ---------------------------------------------------------------------------------------- */
+
+constexpr int VEC_POS = 4;             /* output positions per thread */
+constexpr int VEC_WBYTES = 32 * 1024;  /* staged weights per block */
+
+template <xconv_dtype D> struct vec_traits;
+template <> struct vec_traits<XCONV_DTYPE_BF16> {
+    static constexpr int V = 8;
+    static __device__ __forceinline__ float get(const uint4 &q, int i) { return bf16_to_f32((uint16_t)(((const uint32_t *)&q)[i >> 1] >> (16 * (i & 1)))); }
+    static __device__ __forceinline__ void put(uint4 &q, int i, float f) { ((uint16_t *)&q)[i] = f32_to_bf16(f); }
+};
+template <> struct vec_traits<XCONV_DTYPE_F16> {
+    static constexpr int V = 8;
+    static __device__ __forceinline__ float get(const uint4 &q, int i) { return f16_to_f32((uint16_t)(((const uint32_t *)&q)[i >> 1] >> (16 * (i & 1)))); }
+    static __device__ __forceinline__ void put(uint4 &q, int i, float f) { ((uint16_t *)&q)[i] = (uint16_t)mini_encode(MF_F16, f); }
+};
+template <> struct vec_traits<XCONV_DTYPE_F32> {
+    static constexpr int V = 4;
+    static __device__ __forceinline__ float get(const uint4 &q, int i) { return __uint_as_float(((const uint32_t *)&q)[i]); }
+    static __device__ __forceinline__ void put(uint4 &q, int i, float f) { ((float *)&q)[i] = f; }
+};
+
+/* grid.x: position blocks, grid.y: channel chunks of `cc` channels. */
+template <xconv_dtype D>
+__global__ void __launch_bounds__(THREADS)
+dw_vec(const xconv_canon p, const char *__restrict__ x, const char *__restrict__ w,
+       const char *__restrict__ bias, char *__restrict__ y, int cc, int64_t positions)
+{
+    using VT = vec_traits<D>;
+    constexpr int V = VT::V;
+    constexpr int ES = 16 / V;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    float *wk = (float *)smem_raw; /* [tap][cc] */
+    const int kvol = (int)xconv__prod3(p.k_size);
+    const int K1 = (int)p.k_size[1], K2 = (int)p.k_size[2];
+    const int c_base = blockIdx.y * cc;
+    const int cw = (int)(p.cin - c_base < cc ? p.cin - c_base : cc);
+    for (int i = threadIdx.x; i < kvol * cw; i += THREADS) {
+        const int k = i / cw, c = i % cw;
+        const int k2 = k % K2, k1 = (k / K2) % K1, k0 = k / (K1 * K2);
+        wk[k * cc + c] = load_f32(p.x_dtype, w, p.w_off + (c_base + c) * p.w_sg + k0 * p.w_sk[0] +
+                                                 k1 * p.w_sk[1] + k2 * p.w_sk[2]);
+    }
+    __syncthreads();
+    const int groups = cw / V;          /* vectors per position in this chunk */
+    const int per_pass = THREADS / groups;
+    const int lt = threadIdx.x;
+    if (lt >= per_pass * groups) return;
+    const int cg = lt % groups, pl = lt / groups;
+    const int c0 = c_base + cg * V;
+    float bv[V];
+#pragma unroll
+    for (int v = 0; v < V; v++) bv[v] = bias ? load_f32(p.bias_dtype, bias, p.b_off + (c0 + v) * p.b_s) : 0.0f;
+    const int64_t Y0 = p.y_size[0], Y1 = p.y_size[1], Y2 = p.y_size[2];
+    for (int u = 0; u < VEC_POS; u++) {
+        const int64_t pos = ((int64_t)blockIdx.x * VEC_POS + u) * per_pass + pl;
+        if (pos >= positions) break;
+        int64_t r = pos;
+        const int64_t j2 = r % Y2; r /= Y2;
+        const int64_t j1 = r % Y1; r /= Y1;
+        const int64_t j0 = r % Y0, n = r / Y0;
+        float acc[V];
+#pragma unroll
+        for (int v = 0; v < V; v++) acc[v] = bv[v];
+        const char *xb = x + (p.x_off + n * p.x_sn + c0) * ES;
+        int k = 0;
+        for (int k0 = 0; k0 < p.k_size[0]; k0++) {
+            const int64_t q0 = j0 * p.stride[0] + k0 * p.dil[0] - p.pad_lo[0];
+            const bool ok0 = q0 >= 0 && q0 < p.x_size[0];
+            for (int k1 = 0; k1 < K1; k1++) {
+                const int64_t q1 = j1 * p.stride[1] + k1 * p.dil[1] - p.pad_lo[1];
+                const bool ok1 = ok0 && q1 >= 0 && q1 < p.x_size[1];
+                for (int k2 = 0; k2 < K2; k2++, k++) {
+                    const int64_t q2 = j2 * p.stride[2] + k2 * p.dil[2] - p.pad_lo[2];
+                    if (!ok1 || q2 < 0 || q2 >= p.x_size[2]) continue;
+                    const uint4 q = __ldg((const uint4 *)(xb + (q0 * p.x_ss[0] + q1 * p.x_ss[1] + q2 * p.x_ss[2]) * ES));
+                    const float *wt = wk + k * cc + cg * V;
+#pragma unroll
+                    for (int v = 0; v < V; v++) acc[v] += VT::get(q, v) * wt[v];
+                }
+            }
+        }
+        uint4 out;
+#pragma unroll
+        for (int v = 0; v < V; v++) VT::put(out, v, acc[v]);
+        *(uint4 *)(y + (p.y_off + n * p.y_sn + j0 * p.y_ss[0] + j1 * p.y_ss[1] + j2 * p.y_ss[2] + c0) * ES) = out;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Engine                                                                                   */
+/* ---------------------------------------------------------------------------------------- */
+
+int64_t absv(int64_t v) { return v < 0 ? -v : v; }
+
+/* Threads along channels when x's channel stride is the smallest one that moves. */
+bool channels_fastest(const xconv_canon *p)
+{
+    if (p->cin == 1) return false;
+    for (int d = 2; d >= 0; d--)
+        if (p->x_size[d] > 1) return absv(p->x_sc) <= absv(p->x_ss[d]);
+    return true;
+}
+
+/* The 16-byte path: multiplier 1, channels contiguous, y's dtype x's, aligned rows. */
+bool vec_ok(const xconv_canon *p)
+{
+    const xconv_dtype d = p->x_dtype;
+    if (d != XCONV_DTYPE_BF16 && d != XCONV_DTYPE_F16 && d != XCONV_DTYPE_F32) return false;
+    if (p->y_dtype != d || p->ct != XCONV_CT_F32 || p->cout_g != 1) return false;
+    if (p->x_sc != 1 || p->y_sc != 1) return false;
+    const int V = d == XCONV_DTYPE_F32 ? 4 : 8;
+    const int64_t must[] = {p->cin, p->x_off, p->x_sn, p->x_ss[0], p->x_ss[1], p->x_ss[2],
+                            p->y_off, p->y_sn, p->y_ss[0], p->y_ss[1], p->y_ss[2]};
+    for (int64_t v : must)
+        if (v % V) return false;
+    const int64_t kvol = xconv__prod3(p->k_size);
+    return kvol * V * 4 <= VEC_WBYTES && kvol <= (1 << 20) && p->cin <= (1 << 30) &&
+           p->n * xconv__prod3(p->y_size) < ((int64_t)1 << 40);
+}
+
+size_t ctype_bytes(xconv_ctype ct) { return xconv__ctype_size(ct); }
+
+bool dw_supports(const xconv_canon *p, const char **why_not)
+{
+    if (p->device != XCONV_DEVICE_CUDA) return *why_not = "cuda.depthwise runs on cuda tensors only", false;
+    if (p->op != XCONV_OP_CONV) return *why_not = "cuda.depthwise runs conv only", false;
+    if (p->cin_g != 1) return *why_not = "cuda.depthwise needs one input channel per group (groups == cin)", false;
+    if (channels_fastest(p)) return true;
+    tile_geom tg;
+    if (!plan_tile(p, ctype_bytes(p->ct), &tg))
+        return *why_not = "cuda.depthwise: the kernel window does not fit its shared-memory tile", false;
+    if ((double)p->n * (double)p->cout * (double)p->y_size[0] * tg.tiles1 * tg.tiles2 > (double)INT32_MAX)
+        return *why_not = "cuda.depthwise: too many tiles for its grid", false;
+    for (int d = 0; d < 3; d++)
+        if (p->stride[d] > (1 << 20) || p->dil[d] > (1 << 20) || p->k_size[d] > (1 << 20))
+            return *why_not = "cuda.depthwise keeps tile coordinates in 32 bits", false;
+    return true;
+}
+
+size_t dw_workspace_bytes(const xconv_canon *) { return 0; }
+
+/* Far below cuda.generic (which runs the same sums one element at a time). */
+double dw_cost(const xconv_canon *p) { return 0.3 * p->flops + 1e4; }
+
+template <class T> void launch_generic(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
+{
+    const char *x = (const char *)e->x, *w = (const char *)e->w, *b = (const char *)e->bias;
+    char *y = (char *)e->y;
+    if (channels_fastest(p)) {
+        const int64_t total = p->n * p->cout * xconv__prod3(p->y_size);
+        const int64_t want = (total + THREADS - 1) / THREADS;
+        const int64_t cap = (int64_t)xconv__cuda_device_sms(p->device_index) * 64;
+        dw_cl<T><<<(unsigned)(want < cap ? want : cap), THREADS, 0, st>>>(*p, x, w, b, y, total);
+        return;
+    }
+    tile_geom tg;
+    plan_tile(p, sizeof(T), &tg);
+    const int64_t blocks = p->n * p->cout * p->y_size[0] * tg.tiles1 * tg.tiles2;
+    dw_tile<T><<<(unsigned)blocks, THREADS, tg.smem, st>>>(*p, x, w, b, y, tg);
+}
+
+template <xconv_dtype D> void launch_vec(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
+{
+    constexpr int V = vec_traits<D>::V;
+    const int64_t kvol = xconv__prod3(p->k_size);
+    /* channels per block: as many vectors as the weight stage holds, at most THREADS */
+    int64_t cc = VEC_WBYTES / (kvol * 4) / V * V;
+    if (cc > (int64_t)THREADS * V) cc = (int64_t)THREADS * V;
+    if (cc > p->cin) cc = p->cin;
+    const int64_t groups = cc / V, per_pass = THREADS / groups;
+    const int64_t positions = p->n * xconv__prod3(p->y_size);
+    const int64_t per_block = per_pass * VEC_POS;
+    const dim3 grid((unsigned)((positions + per_block - 1) / per_block), (unsigned)((p->cin + cc - 1) / cc));
+    dw_vec<D><<<grid, THREADS, (size_t)(kvol * cc * 4), st>>>(*p, (const char *)e->x, (const char *)e->w,
+                                                             (const char *)e->bias, (char *)e->y, (int)cc, positions);
+}
+
+xconv_status dw_run(const xconv_exec *e, xconv_error *err)
+{
+    const xconv_canon *p = e->p;
+    if (p->n * p->cout * xconv__prod3(p->y_size) == 0) return XCONV_STATUS_OK;
+    xconv_cuda_scope s;
+    XCONV_TRY(xconv__cuda_enter(e, &s, err));
+    const bool vec = vec_ok(p) && ((uintptr_t)e->x | (uintptr_t)e->y) % 16 == 0 &&
+                     (p->n * xconv__prod3(p->y_size) + 1023) / 1024 < INT32_MAX;
+    if (vec) {
+        switch (p->x_dtype) {
+        case XCONV_DTYPE_BF16: launch_vec<XCONV_DTYPE_BF16>(p, e, s.stream); break;
+        case XCONV_DTYPE_F16: launch_vec<XCONV_DTYPE_F16>(p, e, s.stream); break;
+        default: launch_vec<XCONV_DTYPE_F32>(p, e, s.stream); break;
+        }
+    } else {
+        switch (p->ct) {
+        case XCONV_CT_U32: launch_generic<uint32_t>(p, e, s.stream); break;
+        case XCONV_CT_U64: launch_generic<uint64_t>(p, e, s.stream); break;
+        case XCONV_CT_F32: launch_generic<float>(p, e, s.stream); break;
+        case XCONV_CT_F64: launch_generic<double>(p, e, s.stream); break;
+        case XCONV_CT_C64: launch_generic<xconv_c64>(p, e, s.stream); break;
+        case XCONV_CT_C128: launch_generic<xconv_c128>(p, e, s.stream); break;
+        default: break;
+        }
+    }
+    xconv_status st = xconv__cuda_launch_status("cuda.depthwise", err);
+    xconv__cuda_leave(&s);
+    return st;
+}
+
+} /* namespace */
+
+extern "C" const xconv_engine xconv__engine_cuda_depthwise = {
+    "cuda.depthwise", XCONV_DEVICE_CUDA, dw_supports, dw_workspace_bytes, dw_cost, dw_run,
+};

@@ -1,0 +1,102 @@
+/*
+ * patch.cu — "cuda.patch_tc": patch convolution (kernel == stride, no padding, no
+ * dilation: the windows tile x) as a GEMM on the tensor cores. Each window's kernel dims are
+ * folded into the channel dim, so the problem becomes a conv with fewer taps and longer
+ * contiguous channel runs that cuda.igemm_tc's kernel runs as is:
+ *
+ *   channels-last: x[n, .., q*K + k, c] is x'[n, .., q, k*C + c] when the windows of the
+ *     innermost dims are contiguous ([K, C] rows); innermost dims first, each fold needs the
+ *     dims inside it to have become trivial (one window).
+ *   channels-first: only when x holds one window per image (a ViT patch embedding with the
+ *     patches as the batch): x[n] is then one contiguous run of C * prod(K) values in the
+ *     order of w[o] ([C, K..]), a 1x1 conv with C * prod(K) channels.
+ *
+ * qwenvl_patch (cin 3, k 2x14x14) becomes a 1x1 conv with 1176 channels in either layout.
+ */
+#include "cuda/common.cuh"
+
+namespace {
+
+/* p with its kernel dims folded into channels; false when nothing folds. */
+bool fold(const xconv_canon *p, xconv_canon *q)
+{
+    *q = *p;
+    if (p->op != XCONV_OP_CONV || p->groups != 1) return false;
+    bool folded = false;
+    if (p->x_sc == 1 && p->w_si == 1) {
+        int64_t cc = p->cin;
+        for (int d = 2; d >= 0; d--) {
+            if (d < 2 && (q->x_size[d + 1] != 1 || q->y_size[d + 1] != 1 || q->k_size[d + 1] != 1)) break;
+            const int64_t K = q->k_size[d];
+            if (K == 1) {
+                if (q->x_size[d] == 1 && q->y_size[d] == 1) continue;
+                break;
+            }
+            if (q->stride[d] != K || q->dil[d] != 1 || q->pad_lo[d] != 0 || q->y_size[d] * K > q->x_size[d] ||
+                q->x_ss[d] != cc || q->w_sk[d] != cc)
+                break;
+            q->x_ss[d] = K * cc;
+            q->x_size[d] = q->y_size[d];
+            q->k_size[d] = q->stride[d] = q->dil[d] = 1;
+            q->pad_lo[d] = q->pad_hi[d] = 0;
+            q->w_sk[d] = 0;
+            cc *= K;
+            folded = true;
+        }
+        q->cin = q->cin_g = cc;
+        return folded;
+    }
+    /* channels-first, one window per image, x[n] and w[o] dense in [C, K..] order */
+    int64_t xs = 1, ws = 1;
+    for (int d = 2; d >= 0; d--) {
+        const int64_t K = p->k_size[d];
+        if (K != p->x_size[d] || p->y_size[d] != 1 || p->pad_lo[d] != 0 || (K > 1 && p->dil[d] != 1)) return false;
+        if (K > 1 && (p->x_ss[d] != xs || p->w_sk[d] != ws)) return false;
+        xs *= K, ws *= K;
+    }
+    if (xs == 1 || (p->cin > 1 && (p->x_sc != xs || p->w_si != ws))) return false;
+    q->cin = q->cin_g = p->cin * xs;
+    q->x_sc = q->w_si = 1;
+    for (int d = 0; d < 3; d++) {
+        q->x_size[d] = q->k_size[d] = q->stride[d] = q->dil[d] = 1;
+        q->pad_lo[d] = q->pad_hi[d] = 0;
+        q->x_ss[d] = q->w_sk[d] = 0;
+    }
+    return true;
+}
+
+bool patch_supports(const xconv_canon *p, const char **why_not)
+{
+    if (p->device != XCONV_DEVICE_CUDA) return *why_not = "cuda.patch_tc runs on cuda tensors only", false;
+    xconv_canon q;
+    if (!fold(p, &q))
+        return *why_not = "cuda.patch_tc needs a patch conv: groups 1, kernel == stride, no padding or dilation, "
+                          "windows contiguous (channels-last) or one window per image (channels-first)",
+               false;
+    return xconv__cuda_igemm_fits(&q, why_not);
+}
+
+size_t patch_workspace_bytes(const xconv_canon *) { return 0; }
+
+/* Below cuda.igemm_tc: the same kernel with fewer, longer K runs. */
+double patch_cost(const xconv_canon *p) { return 0.015 * p->flops + 2e4; }
+
+xconv_status patch_run(const xconv_exec *e, xconv_error *err)
+{
+    xconv_canon q;
+    fold(e->p, &q);
+    if (q.n * xconv__prod3(q.y_size) == 0) return XCONV_STATUS_OK;
+    if (!xconv__cuda_igemm_ptrs_ok(e, &q)) return xconv__cuda_generic_run(e, err);
+    xconv_cuda_scope s;
+    XCONV_TRY(xconv__cuda_enter(e, &s, err));
+    xconv__cuda_igemm_launch(&q, e, s.stream);
+    xconv_status st = xconv__cuda_launch_status("cuda.patch_tc", err);
+    xconv__cuda_leave(&s);
+    return st;
+}
+
+} /* namespace */
+
+extern "C" const xconv_engine xconv__engine_cuda_patch = {
+    "cuda.patch_tc", XCONV_DEVICE_CUDA, patch_supports, patch_workspace_bytes, patch_cost, patch_run,
+};
