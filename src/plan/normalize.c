@@ -111,6 +111,10 @@ void xconv__normalize(const xconv_params *p, const xconv_tensor *x, const xconv_
     if (c->cin_g == 1) c->w_si = 0;
     if (c->groups == 1) c->w_sg = 0;
     for (int j = 0; j < 3; j++) {
+        /* A stride or dilation that never moves an index is 1: conv with one output, a
+         * transpose with one input, a kernel of one tap. Huge values there stay harmless. */
+        if (tr ? c->x_size[j] == 1 : c->y_size[j] == 1) c->stride[j] = 1;
+        if (c->k_size[j] == 1) c->dil[j] = 1;
         if (c->x_size[j] == 1) c->x_ss[j] = 0;
         if (c->y_size[j] == 1) c->y_ss[j] = 0;
         if (c->k_size[j] == 1) c->w_sk[j] = 0;

@@ -147,6 +147,7 @@ typedef struct ig_task {
     int64_t           n0, nb;     /* the chunk of images */
     int64_t           tiles;      /* tiles per (group, panel) */
     int64_t           tiles_per_phase;
+    int64_t           tiles_phases;   /* stride phases with outputs: min(s2, Y2) */
 } ig_task;
 
 static void pack_weights_range(void *arg, int64_t begin, int64_t end, int slot)
@@ -274,8 +275,8 @@ static int64_t transpose_tile(const ig_task *t, int64_t g, int64_t tile, const c
     const ig_geom *q = t->q;
     const int mr = q->g->mr;
     const int64_t s2 = p->stride[2];
-    const int64_t mt = tile % t->tiles_per_phase, r2 = tile / t->tiles_per_phase % s2,
-                  row = tile / (t->tiles_per_phase * s2);
+    const int64_t mt = tile % t->tiles_per_phase, r2 = tile / t->tiles_per_phase % t->tiles_phases,
+                  row = tile / (t->tiles_per_phase * t->tiles_phases);
     const int64_t nl = row / (p->y_size[0] * p->y_size[1]), j0 = row / p->y_size[1] % p->y_size[0],
                   j1 = row % p->y_size[1];
     const int64_t in_phase = r2 < p->y_size[2] ? (p->y_size[2] - r2 + s2 - 1) / s2 : 0;
@@ -415,9 +416,12 @@ static xconv_status ig_run(const xconv_exec *e, xconv_error *err)
         if (p->op == XCONV_OP_CONV) {
             t.tiles = (t.nb * xconv__prod3(p->y_size) + q.g->mr - 1) / q.g->mr;
         } else {
+            /* phases past Y2 are empty: a stride longer than the output adds no tiles */
+            const int64_t phases = p->stride[2] < p->y_size[2] ? p->stride[2] : p->y_size[2];
             const int64_t per_phase = (p->y_size[2] + p->stride[2] - 1) / p->stride[2];
             t.tiles_per_phase = (per_phase + q.g->mr - 1) / q.g->mr;
-            t.tiles = t.nb * p->y_size[0] * p->y_size[1] * p->stride[2] * t.tiles_per_phase;
+            t.tiles_phases = phases;
+            t.tiles = t.nb * p->y_size[0] * p->y_size[1] * phases * t.tiles_per_phase;
         }
         xconv__parallel_for_slot(e->ctx, p->groups * q.panels * t.tiles, gemm_range, &t);
     }
