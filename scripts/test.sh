@@ -17,7 +17,7 @@ FUZZ_SECONDS=${XCONV_FUZZ_SECONDS:-30}
 JOBS=$(nproc 2>/dev/null || echo 2)
 
 # ---- dependencies ------------------------------------------------------------------------
-PKGS="cmake make gcc clang pkg-config python3 python3-numpy python3-torch libclang-rt-14-dev"
+PKGS="cmake make gcc clang pkg-config python3 python3-numpy python3-torch libclang-rt-14-dev libcjson-dev libdnnl-dev libxnnpack-dev libpthreadpool-dev"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
