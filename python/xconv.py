@@ -425,6 +425,20 @@ def _result(y_storage, name):
 # Tensors
 # ---------------------------------------------------------------------------------------
 
+def _byte_bounds(a):
+    """[low, high) addresses of the bytes a's elements occupy (np.byte_bounds, which
+    numpy 2 moved)."""
+    lo = hi = a.ctypes.data
+    for n, s in zip(a.shape, a.strides):
+        if n == 0:
+            return lo, lo
+        if s < 0:
+            lo += (n - 1) * s
+        else:
+            hi += (n - 1) * s
+    return lo, hi + a.dtype.itemsize
+
+
 def _root(a):
     """The array that owns a's memory (following numpy's chain of bases)."""
     base = a
@@ -459,10 +473,10 @@ def _tensor(a, name, keep):
         return t
     # A strided view: the buffer is the base allocation's span when the view lies in it on
     # the element grid, else the view's own span.
-    lo, hi = np.byte_bounds(a)
+    lo, hi = _byte_bounds(a)
     root = _root(a)
     if root is not a and isinstance(root, np.ndarray) and root.size:
-        rlo, rhi = np.byte_bounds(root)
+        rlo, rhi = _byte_bounds(root)
         if rlo <= lo and hi <= rhi and (a.ctypes.data - rlo) % item == 0:
             lo, hi = rlo, rhi
             keep.append(root)
