@@ -117,7 +117,8 @@ def cl_to_cf(a):
 def w_pt_to_mlx(w_pt, op, groups):
     """PyTorch weight -> MLX weight [Cout, K.., Cin/g].
     conv: [Cout, Cin/g, K..] -> move axis 1 last.
-    conv_transpose: w_pt [Cin, Cout/g, K..] with w_pt[G*Cin/g + a, b, k] = w_mlx[G*Cout/g + b, k, a]."""
+    conv_transpose: w_pt [Cin, Cout/g, K..] with
+        w_pt[G*Cin/g + a, b, k] = w_mlx[G*Cout/g + b, k, a]."""
     if op == "conv":
         return np.moveaxis(w_pt, 1, -1)
     cin, cout_g = w_pt.shape[0], w_pt.shape[1]
@@ -211,7 +212,8 @@ def direct(p, x, w, bias=None):
                     idx = [o[i] * p.stride[i] + k[i] * p.dilation[i] - p.lo[i] for i in range(d)]
                     if all(0 <= idx[i] < X[i] for i in range(d)):
                         for c in range(cin_g):
-                            acc = acc + xo[(slice(None), G * cin_g + c) + tuple(idx)] * wo[(co, c) + k]
+                            xv = xo[(slice(None), G * cin_g + c) + tuple(idx)]
+                            acc = acc + xv * wo[(co, c) + k]
                 y[(slice(None), co) + o] = acc
     else:
         cout_g = w.shape[1]
