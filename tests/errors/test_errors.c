@@ -99,11 +99,13 @@ static size_t exact(const xconv_tensor *t)
 }
 
 /* Makes every tensor CUDA-resident in name (the pointers stay host pointers: validation
- * must refuse before using them). */
+ * must refuse before using them). Used by the no-CUDA-build row only. */
+#ifndef XCONV_HAVE_CUDA
 static void all_cuda(state *s)
 {
     s->x.device = s->w.device = s->bias.device = s->y.device = XCONV_DEVICE_CUDA;
 }
+#endif
 
 /* Sizes whose tensors each fit 64 bits but whose multiply-add count does not: a 1-D conv
  * with N = Cout = 2^20, X = 2^21, K = 2^20 (Y = 2^20 + 1): N*Cout*K*Y > 2^80. The data
