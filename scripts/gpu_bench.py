@@ -206,10 +206,14 @@ def run_entry(lib, ctx, e, dt, layout, engine, check=True):
             raise RuntimeError(err.description.decode())
 
     fl = flops(e)
-    res = {"engine": name, "gflop": fl / 1e9}
+    # the fewest bytes a run must move: x, w and y once each (bandwidth-bound entries)
+    nbytes = (xm.numel() * xm.element_size() + wm.numel() * wm.element_size() +
+              ym.numel() * ym.element_size())
+    res = {"engine": name, "gflop": fl / 1e9, "min_bytes": nbytes}
     slow = name == "cuda.generic"
     res["xconv_ms"] = time_fn(xrun, min_reps=1 if slow else 5, max_seconds=0.3 if slow else 1.0)
     res["xconv_tflops"] = fl / res["xconv_ms"] / 1e9
+    res["xconv_tbs"] = nbytes / res["xconv_ms"] / 1e9
     if dt in CUDNN_DTYPES:
         conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[d]
         convt = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}[d]
@@ -226,6 +230,7 @@ def run_entry(lib, ctx, e, dt, layout, engine, check=True):
             ref = trun()
             res["cudnn_ms"] = time_fn(trun)
             res["cudnn_tflops"] = fl / res["cudnn_ms"] / 1e9
+            res["cudnn_tbs"] = nbytes / res["cudnn_ms"] / 1e9
             res["ratio"] = res["cudnn_ms"] / res["xconv_ms"]
             if check:
                 xrun()
@@ -281,8 +286,9 @@ def main():
         mm, bw = ceilings()
         out["bf16_matmul_tflops"], out["copy_tbs"] = mm, bw
         print("ceilings: bf16 matmul %.0f TFLOP/s, device copy %.2f TB/s (read+write)" % (mm, bw))
-    print("%-14s %-6s %-3s %-14s %9s %9s %9s %7s %9s" % ("name", "dtype", "lay", "engine", "GFLOP",
-                                                          "xconv TF", "cudnn TF", "ratio", "rel_err"))
+    print("%-14s %-6s %-3s %-14s %9s %9s %9s %7s %9s %7s %7s" % (
+        "name", "dtype", "lay", "engine", "GFLOP", "xconv TF", "cudnn TF", "ratio", "rel_err",
+        "x TB/s", "c TB/s"))
     for dt in a.dtypes.split(","):
         for lay in a.layouts.split(","):
             for e in suite:
@@ -295,11 +301,12 @@ def main():
                 if "error" in r:
                     print("%-14s %-6s %-3s error: %s" % (e["name"], dt, lay, r["error"]))
                     continue
-                print("%-14s %-6s %-3s %-14s %9.1f %9.1f %9s %7s %9s" % (
+                print("%-14s %-6s %-3s %-14s %9.1f %9.1f %9s %7s %9s %7.2f %7s" % (
                     e["name"], dt, lay, r["engine"], r["gflop"], r["xconv_tflops"],
                     "%.1f" % r["cudnn_tflops"] if "cudnn_tflops" in r else "-",
                     "%.2f" % r["ratio"] if "ratio" in r else "-",
-                    "%.1e" % r["rel_err"] if "rel_err" in r else r.get("cudnn_error", "-")[:20]),
+                    "%.1e" % r["rel_err"] if "rel_err" in r else r.get("cudnn_error", "-")[:20],
+                    r["xconv_tbs"], "%.2f" % r["cudnn_tbs"] if "cudnn_tbs" in r else "-"),
                     flush=True)
                 torch.cuda.empty_cache()
     ratios = [r["ratio"] for r in out["rows"] if "ratio" in r]

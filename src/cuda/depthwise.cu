@@ -206,21 +206,23 @@ dw_cl(const xconv_canon p, const char *__restrict__ x, const char *__restrict__ 
 constexpr int VEC_POS = 4;             /* output positions per thread */
 constexpr int VEC_WBYTES = 32 * 1024;  /* staged weights per block */
 
+/* Element i of a 16-byte vector held as 4 words (indices constant after unrolling, so the
+ * words stay in registers), and its rounding back. */
 template <xconv_dtype D> struct vec_traits;
 template <> struct vec_traits<XCONV_DTYPE_BF16> {
     static constexpr int V = 8;
-    static __device__ __forceinline__ float get(const uint4 &q, int i) { return bf16_to_f32((uint16_t)(((const uint32_t *)&q)[i >> 1] >> (16 * (i & 1)))); }
-    static __device__ __forceinline__ void put(uint4 &q, int i, float f) { ((uint16_t *)&q)[i] = f32_to_bf16(f); }
+    static __device__ __forceinline__ float get(const uint32_t (&q)[4], int i) { return bf16_to_f32((uint16_t)(q[i >> 1] >> (16 * (i & 1)))); }
+    static __device__ __forceinline__ uint32_t bits(float f) { return f32_to_bf16(f); }
 };
 template <> struct vec_traits<XCONV_DTYPE_F16> {
     static constexpr int V = 8;
-    static __device__ __forceinline__ float get(const uint4 &q, int i) { return f16_to_f32((uint16_t)(((const uint32_t *)&q)[i >> 1] >> (16 * (i & 1)))); }
-    static __device__ __forceinline__ void put(uint4 &q, int i, float f) { ((uint16_t *)&q)[i] = (uint16_t)mini_encode(MF_F16, f); }
+    static __device__ __forceinline__ float get(const uint32_t (&q)[4], int i) { return f16_to_f32((uint16_t)(q[i >> 1] >> (16 * (i & 1)))); }
+    static __device__ __forceinline__ uint32_t bits(float f) { return mini_encode(MF_F16, f); }
 };
 template <> struct vec_traits<XCONV_DTYPE_F32> {
     static constexpr int V = 4;
-    static __device__ __forceinline__ float get(const uint4 &q, int i) { return __uint_as_float(((const uint32_t *)&q)[i]); }
-    static __device__ __forceinline__ void put(uint4 &q, int i, float f) { ((float *)&q)[i] = f; }
+    static __device__ __forceinline__ float get(const uint32_t (&q)[4], int i) { return __uint_as_float(q[i]); }
+    static __device__ __forceinline__ uint32_t bits(float f) { return __float_as_uint(f); }
 };
 
 /* grid.x: position blocks, grid.y: channel chunks of `cc` channels. */
@@ -234,7 +236,7 @@ dw_vec(const xconv_canon p, const char *__restrict__ x, const char *__restrict__
     constexpr int ES = 16 / V;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     float *wk = (float *)smem_raw; /* [tap][cc] */
-    const int kvol = (int)xconv__prod3(p.k_size);
+    const int kvol = (int)(p.k_size[0] * p.k_size[1] * p.k_size[2]);
     const int K1 = (int)p.k_size[1], K2 = (int)p.k_size[2];
     const int c_base = blockIdx.y * cc;
     const int cw = (int)(p.cin - c_base < cc ? p.cin - c_base : cc);
@@ -276,16 +278,19 @@ dw_vec(const xconv_canon p, const char *__restrict__ x, const char *__restrict__
                 for (int k2 = 0; k2 < K2; k2++, k++) {
                     const int64_t q2 = j2 * p.stride[2] + k2 * p.dil[2] - p.pad_lo[2];
                     if (!ok1 || q2 < 0 || q2 >= p.x_size[2]) continue;
-                    const uint4 q = __ldg((const uint4 *)(xb + (q0 * p.x_ss[0] + q1 * p.x_ss[1] + q2 * p.x_ss[2]) * ES));
+                    const uint4 qv = __ldg((const uint4 *)(xb + (q0 * p.x_ss[0] + q1 * p.x_ss[1] + q2 * p.x_ss[2]) * ES));
+                    const uint32_t q[4] = {qv.x, qv.y, qv.z, qv.w};
                     const float *wt = wk + k * cc + cg * V;
 #pragma unroll
                     for (int v = 0; v < V; v++) acc[v] += VT::get(q, v) * wt[v];
                 }
             }
         }
-        uint4 out;
+        uint32_t o[4];
 #pragma unroll
-        for (int v = 0; v < V; v++) VT::put(out, v, acc[v]);
+        for (int i = 0; i < 4; i++)
+            o[i] = V == 4 ? VT::bits(acc[i]) : VT::bits(acc[2 * i]) | VT::bits(acc[(2 * i + 1) % V]) << 16;
+        const uint4 out = make_uint4(o[0], o[1], o[2], o[3]);
         *(uint4 *)(y + (p.y_off + n * p.y_sn + j0 * p.y_ss[0] + j1 * p.y_ss[1] + j2 * p.y_ss[2] + c0) * ES) = out;
     }
 }
@@ -305,6 +310,15 @@ bool channels_fastest(const xconv_canon *p)
     return true;
 }
 
+/* dw_vec's channels per block: as many vectors as the weight stage holds, at most one
+ * vector per thread. */
+int64_t vec_chunk(const xconv_canon *p, int V)
+{
+    int64_t cc = VEC_WBYTES / (xconv__prod3(p->k_size) * 4) / V * V;
+    if (cc > (int64_t)THREADS * V) cc = (int64_t)THREADS * V;
+    return cc > p->cin ? p->cin : cc;
+}
+
 /* The 16-byte path: multiplier 1, channels contiguous, y's dtype x's, aligned rows. */
 bool vec_ok(const xconv_canon *p)
 {
@@ -318,8 +332,10 @@ bool vec_ok(const xconv_canon *p)
     for (int64_t v : must)
         if (v % V) return false;
     const int64_t kvol = xconv__prod3(p->k_size);
-    return kvol * V * 4 <= VEC_WBYTES && kvol <= (1 << 20) && p->cin <= (1 << 30) &&
-           p->n * xconv__prod3(p->y_size) < ((int64_t)1 << 40);
+    /* grid.x = positions / (4 or more) stays below 2^31 */
+    if (kvol * V * 4 > VEC_WBYTES) return false;
+    const int64_t cc = vec_chunk(p, V);
+    return (p->cin + cc - 1) / cc <= 65535 && p->n * xconv__prod3(p->y_size) < ((int64_t)1 << 32);
 }
 
 size_t ctype_bytes(xconv_ctype ct) { return xconv__ctype_size(ct); }
@@ -366,11 +382,7 @@ template <class T> void launch_generic(const xconv_canon *p, const xconv_exec *e
 template <xconv_dtype D> void launch_vec(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
 {
     constexpr int V = vec_traits<D>::V;
-    const int64_t kvol = xconv__prod3(p->k_size);
-    /* channels per block: as many vectors as the weight stage holds, at most THREADS */
-    int64_t cc = VEC_WBYTES / (kvol * 4) / V * V;
-    if (cc > (int64_t)THREADS * V) cc = (int64_t)THREADS * V;
-    if (cc > p->cin) cc = p->cin;
+    const int64_t kvol = xconv__prod3(p->k_size), cc = vec_chunk(p, V);
     const int64_t groups = cc / V, per_pass = THREADS / groups;
     const int64_t positions = p->n * xconv__prod3(p->y_size);
     const int64_t per_block = per_pass * VEC_POS;
@@ -385,8 +397,7 @@ xconv_status dw_run(const xconv_exec *e, xconv_error *err)
     if (p->n * p->cout * xconv__prod3(p->y_size) == 0) return XCONV_STATUS_OK;
     xconv_cuda_scope s;
     XCONV_TRY(xconv__cuda_enter(e, &s, err));
-    const bool vec = vec_ok(p) && ((uintptr_t)e->x | (uintptr_t)e->y) % 16 == 0 &&
-                     (p->n * xconv__prod3(p->y_size) + 1023) / 1024 < INT32_MAX;
+    const bool vec = vec_ok(p) && ((uintptr_t)e->x | (uintptr_t)e->y) % 16 == 0;
     if (vec) {
         switch (p->x_dtype) {
         case XCONV_DTYPE_BF16: launch_vec<XCONV_DTYPE_BF16>(p, e, s.stream); break;

@@ -345,8 +345,10 @@ template <kind K> void launch(const xconv_canon *p, const xconv_exec *e, cudaStr
     bool vec = p->y_sc == 1 && (uintptr_t)e->y % 16 == 0;
     const int64_t ys[] = {p->y_off, p->y_sn, p->y_ss[0], p->y_ss[1], p->y_ss[2], p->cout_g};
     for (int64_t v : ys) vec = vec && aligned16(v, yes);
-    /* Two blocks per SM measured 1.2-1.8x faster than one (GPU.md). */
-    auto kern = igemm_kernel<K, 2>;
+    /* Two blocks per SM measured 1.2-1.8x faster than one (GPU.md); fp8's widened
+     * fragments need more registers than two blocks leave (it spilled 120 bytes). */
+    constexpr bool fp8 = K == kind::e4m3 || K == kind::e5m2;
+    auto kern = igemm_kernel<K, fp8 ? 1 : 2>;
     cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
     kern<<<grid, THREADS, SMEM_BYTES, stream>>>(*p, (const char *)e->x, (const char *)e->w,
                                                 (const char *)e->bias, (char *)e->y, yes, vec);

@@ -23,7 +23,8 @@ bool fold(const xconv_canon *p, xconv_canon *q)
     *q = *p;
     if (p->op != XCONV_OP_CONV || p->groups != 1) return false;
     bool folded = false;
-    if (p->x_sc == 1 && p->w_si == 1) {
+    /* (the canonical form gives a single channel stride 0) */
+    if (p->cin == 1 || (p->x_sc == 1 && p->w_si == 1)) {
         int64_t cc = p->cin;
         for (int d = 2; d >= 0; d--) {
             if (d < 2 && (q->x_size[d + 1] != 1 || q->y_size[d + 1] != 1 || q->k_size[d + 1] != 1)) break;
@@ -32,7 +33,9 @@ bool fold(const xconv_canon *p, xconv_canon *q)
                 if (q->x_size[d] == 1 && q->y_size[d] == 1) continue;
                 break;
             }
-            if (q->stride[d] != K || q->dil[d] != 1 || q->pad_lo[d] != 0 || q->y_size[d] * K > q->x_size[d] ||
+            /* (one window: the canonical form sets its stride to 1) */
+            if ((q->y_size[d] > 1 && q->stride[d] != K) || q->dil[d] != 1 || q->pad_lo[d] != 0 ||
+                q->y_size[d] * K > q->x_size[d] ||
                 q->x_ss[d] != cc || q->w_sk[d] != cc)
                 break;
             q->x_ss[d] = K * cc;
@@ -44,6 +47,7 @@ bool fold(const xconv_canon *p, xconv_canon *q)
             folded = true;
         }
         q->cin = q->cin_g = cc;
+        q->x_sc = q->w_si = 1;
         return folded;
     }
     /* channels-first, one window per image, x[n] and w[o] dense in [C, K..] order */

@@ -203,17 +203,29 @@ static void layout_tensor(xconv_tensor *t, bool strided, bool is_output)
     t->buffer_bytes = (size_t)(hi + 1 + rnd_in(0, 2)) * es;
 }
 
-/* A random valid problem. `tc`: shaped for the tensor-core engines (channels-last, wide
- * channels, conv) with a dtype from tc_dtypes. */
-static problem random_problem(bool tc)
+/* What a random problem is shaped for: any CUDA engine, or one family of special engines
+ * (the generator then draws until that engine supports the problem). */
+typedef enum shape_kind {
+    SHAPE_ANY,       /* every op, rank, layout, dtype, view */
+    SHAPE_TC,        /* conv, channels-last, wide channels, tensor-core dtypes */
+    SHAPE_DEPTHWISE, /* groups == cin, any multiplier, every dtype, both layouts, views */
+    SHAPE_PATCH,     /* kernel == stride, no padding, small cin, tensor-core dtypes */
+    SHAPE_DECONV,    /* conv_transpose shaped like SHAPE_TC */
+} shape_kind;
+
+/* A random valid problem of the given shape kind. */
+static problem random_problem_once(shape_kind kind)
 {
+    const bool tc = kind == SHAPE_TC || kind == SHAPE_DECONV || kind == SHAPE_PATCH;
+    const bool dw = kind == SHAPE_DEPTHWISE, patch = kind == SHAPE_PATCH;
     static const xconv_dtype tc_dtypes[] = {XCONV_DTYPE_BF16, XCONV_DTYPE_F16, XCONV_DTYPE_I8,
                                             XCONV_DTYPE_U8, XCONV_DTYPE_F8E4M3, XCONV_DTYPE_F8E5M2};
     problem pb;
     memset(&pb, 0, sizeof pb);
     const int d = (int)rnd_in(1, 3);
-    const xconv_op op = !tc && (rnd() & 1) ? XCONV_OP_CONV_TRANSPOSE : XCONV_OP_CONV;
-    const xconv_layout L = tc || (rnd() & 1) ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST;
+    const xconv_op op = kind == SHAPE_DECONV || (kind == SHAPE_ANY && (rnd() & 1)) ? XCONV_OP_CONV_TRANSPOSE
+                                                                                  : XCONV_OP_CONV;
+    const xconv_layout L = (tc && !patch) || (rnd() & 1) ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST;
     xconv_params q = xconv_params_init(op, d, L);
     int64_t n, g, cin_g, cout_g, xs[3], ks[3], ys[3];
     for (;;) {
@@ -221,17 +233,36 @@ static problem random_problem(bool tc)
         g = tc ? (rnd_in(0, 3) == 0 ? 2 : 1) : rnd_in(1, 3);
         cin_g = tc ? 8 * rnd_in(1, 9) : rnd_in(1, 4);
         cout_g = tc ? rnd_in(1, 80) : rnd_in(1, 4);
+        if (dw) { /* channel counts of 8k reach the 16-byte path */
+            g = rnd() & 1 ? 8 * rnd_in(1, 4) : rnd_in(1, 20);
+            cin_g = 1;
+            cout_g = rnd_in(0, 3) == 0 ? 2 : 1;
+        }
+        if (patch) {
+            g = 1;
+            cin_g = rnd_in(1, 4);
+            if (rnd() & 1) cin_g *= 8;
+        }
         bool ok = true;
         for (int i = 0; i < d; i++) {
-            ks[i] = rnd_in(1, 3);
+            ks[i] = rnd_in(1, dw ? 5 : 3);
             q.stride[i] = rnd_in(1, tc ? 2 : 3);
             q.dilation[i] = rnd_in(1, 2);
             q.pad_lo[i] = rnd_in(0, 2);
             q.pad_hi[i] = rnd_in(0, 2);
+            if (patch) { /* windows tile x; sometimes one window per image */
+                ks[i] = rnd_in(1, 4);
+                q.stride[i] = ks[i];
+                q.dilation[i] = 1;
+                q.pad_lo[i] = 0;
+                q.pad_hi[i] = 0;
+            }
             q.output_padding[i] = op == XCONV_OP_CONV_TRANSPOSE
                                       ? rnd_in(0, (q.stride[i] > q.dilation[i] ? q.stride[i] : q.dilation[i]) - 1)
                                       : 0;
             xs[i] = rnd_in(1, tc ? (d == 3 ? 6 : d == 2 ? 12 : 40) : (d == 3 ? 4 : 7));
+            if (dw) xs[i] = rnd_in(1, d == 3 ? 9 : d == 2 ? 40 : 300);
+            if (patch) xs[i] = rnd() & 1 ? ks[i] : ks[i] * rnd_in(1, 3) + rnd_in(0, 1);
             ys[i] = out_size(&q, i, xs[i], ks[i]);
             ok = ok && ys[i] >= 1;
         }
@@ -240,6 +271,7 @@ static problem random_problem(bool tc)
     q.groups = g;
     pb.params = q;
     const xconv_dtype xd = tc ? tc_dtypes[rnd() % 6] : (xconv_dtype)rnd_in(1, XCONV_DTYPE_COUNT - 1);
+    (void)patch;
     const xconv_dtype yd = pick_out_dtype(xd);
     const int64_t cin = g * cin_g, cout = g * cout_g;
     pb.has_bias = rnd() & 1;
@@ -275,6 +307,38 @@ static problem random_problem(bool tc)
     layout_tensor(w, strided && (rnd() & 1), false);
     layout_tensor(b, strided && (rnd() & 1), false);
     layout_tensor(y, strided && (rnd() & 1), true);
+    return pb;
+}
+
+/* The engine a shape kind is for (NULL: any). */
+static const char *kind_engine(shape_kind kind)
+{
+    switch (kind) {
+    case SHAPE_DEPTHWISE: return "cuda.depthwise";
+    case SHAPE_PATCH: return "cuda.patch_tc";
+    case SHAPE_DECONV: return "cuda.deconv_tc";
+    default: return NULL;
+    }
+}
+
+static problem random_problem(shape_kind kind)
+{
+    const char *want = kind_engine(kind);
+    problem pb = random_problem_once(kind);
+    for (int tries = 0; want && tries < 200; tries++) {
+        xconv_error err;
+        /* supports() reads descriptors only: distinct, far apart, aligned fake addresses */
+        for (int i = 0; i < 4; i++) {
+            xconv_tensor *t = i == 0 ? &pb.x : i == 1 ? &pb.w : i == 2 ? &pb.b : &pb.y;
+            t->data = (void *)((uintptr_t)(i + 1) << 36);
+            t->device = XCONV_DEVICE_CUDA;
+            t->device_index = 0;
+        }
+        if (xconv_engine_supports(want, &pb.params, &pb.x, &pb.w, pb.has_bias ? &pb.b : NULL, &pb.y,
+                                  &err) == XCONV_STATUS_OK)
+            break;
+        pb = random_problem_once(kind);
+    }
     return pb;
 }
 
@@ -407,6 +471,21 @@ static xconv_status run_conv(problem *pb, const char *engine, const char **used,
 
 static int engines_run_total;
 
+/* Runs per engine name, so a log shows that every engine was exercised. */
+#define ENGINE_SLOTS 16
+static struct { const char *name; int runs; } engine_runs[ENGINE_SLOTS];
+
+static void count_run(const char *name)
+{
+    for (int e = 0; e < ENGINE_SLOTS; e++) {
+        if (!engine_runs[e].name) engine_runs[e].name = name;
+        if (strcmp(engine_runs[e].name, name) == 0) {
+            engine_runs[e].runs++;
+            return;
+        }
+    }
+}
+
 /* One problem: cpu.ref on the host, then every CUDA engine that supports it and the
  * planner's choice on the device, each compared with the reference. */
 static void check_problem(problem *pb, fill_mode mode)
@@ -446,6 +525,7 @@ static void check_problem(problem *pb, fill_mode mode)
         CUDA_OK(cudaDeviceSynchronize());
         CUDA_OK(cudaMemcpy(got, bf.d[3], bf.bytes[3], cudaMemcpyDeviceToHost));
         engines_run_total++;
+        if (name) count_run(name);
         if (mode == FILL_EXACT || is_int(pb->y.dtype)) {
             size_t first = 0;
             while (first < bf.bytes[3] && ((unsigned char *)got)[first] == ((unsigned char *)want)[first]) first++;
@@ -638,17 +718,26 @@ int main(void)
     const char *quick_env = getenv("XCONV_GPU_TEST_QUICK");
     const bool quick = quick_env && quick_env[0] && strcmp(quick_env, "0") != 0;
     const int generic_count = quick ? 60 : 600, tc_count = quick ? 20 : 200;
+    const int special_count = quick ? 15 : 150; /* per special engine */
 
     check_bad_inputs();
     check_plan_on_stream();
     for (int i = 0; i < generic_count; i++) {
-        problem pb = random_problem(false);
+        problem pb = random_problem(SHAPE_ANY);
         check_problem(&pb, (i & 1) ? FILL_REAL : FILL_EXACT);
     }
     for (int i = 0; i < tc_count; i++) {
-        problem pb = random_problem(true);
+        problem pb = random_problem(SHAPE_TC);
         check_problem(&pb, (i & 1) ? FILL_REAL : FILL_EXACT);
     }
+    const shape_kind special[] = {SHAPE_DEPTHWISE, SHAPE_PATCH, SHAPE_DECONV};
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < special_count; i++) {
+            problem pb = random_problem(special[k]);
+            check_problem(&pb, (i & 1) ? FILL_REAL : FILL_EXACT);
+        }
+    for (int e = 0; e < ENGINE_SLOTS; e++)
+        if (engine_runs[e].name) printf("test_gpu: %s ran %d problems\n", engine_runs[e].name, engine_runs[e].runs);
     printf("test_gpu: %d engine runs compared with cpu.ref\n", engines_run_total);
     return xt_finish("test_gpu");
 }
