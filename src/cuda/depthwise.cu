@@ -9,7 +9,10 @@
  *     bytes of channels and loads them as one vector per tap, for a few output positions,
  *     with the block's weights staged as f32 [tap][channel] in shared memory (dw_vec). Else
  *     one thread per output element (dw_cl).
- *   - channels-first: one block per (image, channel, tile of output rows): the input rows the
+ *   - channels-first, bf16 / f16 / f32 with 3x3 or 5x5 kernels: one output per thread, all
+ *     taps' loads issued together, neighbouring threads on neighbouring outputs of a plane
+ *     (dw_cf_direct; L1 serves the rows that taps share).
+ *   - other channels-first: one block per (image, channel, tile of output rows): the input rows the
  *     tile needs are staged in shared memory in the compute type, zero-filled outside x
  *     (padding), each read by coalesced row loads, then every output of the tile sums its
  *     taps from there (dw_tile). A 3-D kernel restages per tap of its outer dim.
@@ -225,8 +228,10 @@ template <> struct vec_traits<XCONV_DTYPE_F32> {
     static __device__ __forceinline__ uint32_t bits(float f) { return __float_as_uint(f); }
 };
 
-/* grid.x: position blocks, grid.y: channel chunks of `cc` channels. */
-template <xconv_dtype D>
+/* grid.x: position blocks, grid.y: channel chunks of `cc` channels. KS > 0: the kernel is
+ * 1 x KS x KS, and every tap's load is issued before the first sum (latency, not bandwidth,
+ * bounds a loop that waits for each load). */
+template <xconv_dtype D, int KS>
 __global__ void __launch_bounds__(THREADS)
 dw_vec(const xconv_canon p, const char *__restrict__ x, const char *__restrict__ w,
        const char *__restrict__ bias, char *__restrict__ y, int cc, int64_t positions)
@@ -268,8 +273,41 @@ dw_vec(const xconv_canon p, const char *__restrict__ x, const char *__restrict__
 #pragma unroll
         for (int v = 0; v < V; v++) acc[v] = bv[v];
         const char *xb = x + (p.x_off + n * p.x_sn + c0) * ES;
+        if constexpr (KS > 0) {
+            const int64_t q0 = j0 * p.stride[0] - p.pad_lo[0];
+            const bool ok0 = q0 >= 0 && q0 < p.x_size[0];
+            uint4 xv[KS * KS];
+            bool okv[KS * KS];
+#pragma unroll
+            for (int k1 = 0; k1 < KS; k1++) {
+                const int64_t q1 = j1 * p.stride[1] + k1 * p.dil[1] - p.pad_lo[1];
+                const bool ok1 = ok0 && q1 >= 0 && q1 < p.x_size[1];
+                const char *xr = xb + (q0 * p.x_ss[0] + q1 * p.x_ss[1]) * ES;
+#pragma unroll
+                for (int k2 = 0; k2 < KS; k2++) {
+                    const int64_t q2 = j2 * p.stride[2] + k2 * p.dil[2] - p.pad_lo[2];
+                    const int k = k1 * KS + k2;
+                    okv[k] = ok1 && q2 >= 0 && q2 < p.x_size[2];
+                    xv[k] = okv[k] ? __ldg((const uint4 *)(xr + q2 * p.x_ss[2] * ES)) : make_uint4(0, 0, 0, 0);
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < KS * KS; k++) {
+                if (!okv[k]) continue; /* padding adds nothing (not even 0 * inf) */
+                const uint32_t q[4] = {xv[k].x, xv[k].y, xv[k].z, xv[k].w};
+                const float4 *wt = (const float4 *)(wk + k * cc + cg * V);
+                float wf[V];
+#pragma unroll
+                for (int i = 0; i < V / 4; i++) {
+                    const float4 t = wt[i];
+                    wf[4 * i] = t.x, wf[4 * i + 1] = t.y, wf[4 * i + 2] = t.z, wf[4 * i + 3] = t.w;
+                }
+#pragma unroll
+                for (int v = 0; v < V; v++) acc[v] += VT::get(q, v) * wf[v];
+            }
+        }
         int k = 0;
-        for (int k0 = 0; k0 < p.k_size[0]; k0++) {
+        for (int k0 = 0; k0 < (KS > 0 ? 0 : p.k_size[0]); k0++) {
             const int64_t q0 = j0 * p.stride[0] + k0 * p.dil[0] - p.pad_lo[0];
             const bool ok0 = q0 >= 0 && q0 < p.x_size[0];
             for (int k1 = 0; k1 < K1; k1++) {
@@ -293,6 +331,69 @@ dw_vec(const xconv_canon p, const char *__restrict__ x, const char *__restrict__
         const uint4 out = make_uint4(o[0], o[1], o[2], o[3]);
         *(uint4 *)(y + (p.y_off + n * p.y_sn + j0 * p.y_ss[0] + j1 * p.y_ss[1] + j2 * p.y_ss[2] + c0) * ES) = out;
     }
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* channels-first, bf16 / f16 / f32, 1 x KS x KS kernels: direct, all taps' loads in flight  */
+/* ---------------------------------------------------------------------------------------- */
+
+/* One output per thread, neighbouring threads on neighbouring outputs of one (image,
+ * channel) plane: each tap's loads are coalesced rows, and the rows that neighbouring taps
+ * and outputs share come from L1. grid: planes * bpp blocks. */
+template <xconv_dtype D, int KS>
+__global__ void __launch_bounds__(THREADS)
+dw_cf_direct(const xconv_canon p, const char *__restrict__ x, const char *__restrict__ w,
+             const char *__restrict__ bias, char *__restrict__ y, int bpp)
+{
+    const int64_t plane = blockIdx.x / bpp;
+    const int pos = (int)(blockIdx.x % bpp) * THREADS + threadIdx.x;
+    const int Y1 = (int)p.y_size[1], Y2 = (int)p.y_size[2];
+    if (pos >= (int)p.y_size[0] * Y1 * Y2) return;
+    const int j2 = pos % Y2, j1 = (pos / Y2) % Y1, j0 = pos / (Y2 * Y1);
+    const int64_t n = plane / p.cout, co = plane % p.cout;
+    const int64_t g = co / p.cout_g, o = co % p.cout_g;
+    const int64_t q0 = (int64_t)j0 * p.stride[0] - p.pad_lo[0];
+    const bool ok0 = q0 >= 0 && q0 < p.x_size[0];
+    const int64_t xb = p.x_off + n * p.x_sn + g * p.x_sc + q0 * p.x_ss[0];
+    float xv[KS * KS];
+    bool okv[KS * KS];
+#pragma unroll
+    for (int k1 = 0; k1 < KS; k1++) {
+        const int64_t q1 = (int64_t)j1 * p.stride[1] + k1 * p.dil[1] - p.pad_lo[1];
+        const bool ok1 = ok0 && q1 >= 0 && q1 < p.x_size[1];
+#pragma unroll
+        for (int k2 = 0; k2 < KS; k2++) {
+            const int64_t q2 = (int64_t)j2 * p.stride[2] + k2 * p.dil[2] - p.pad_lo[2];
+            const int k = k1 * KS + k2;
+            okv[k] = ok1 && q2 >= 0 && q2 < p.x_size[2];
+            xv[k] = okv[k] ? load_f32(D, x, xb + q1 * p.x_ss[1] + q2 * p.x_ss[2]) : 0.0f;
+        }
+    }
+    float acc = bias ? load_f32(p.bias_dtype, bias, p.b_off + co * p.b_s) : 0.0f;
+    const int64_t wb = p.w_off + g * p.w_sg + o * p.w_so;
+#pragma unroll
+    for (int k1 = 0; k1 < KS; k1++)
+#pragma unroll
+        for (int k2 = 0; k2 < KS; k2++)
+            if (okv[k1 * KS + k2]) acc += xv[k1 * KS + k2] * load_f32(D, w, wb + k1 * p.w_sk[1] + k2 * p.w_sk[2]);
+    store_f32(p.y_dtype, y, p.y_off + n * p.y_sn + co * p.y_sc + j0 * p.y_ss[0] + j1 * p.y_ss[1] + j2 * p.y_ss[2], acc);
+}
+
+/* The kernel size dw_vec / dw_cf_direct are compiled for (1 x KS x KS), or 0. */
+int fixed_ks(const xconv_canon *p)
+{
+    if (p->k_size[0] != 1 || p->k_size[1] != p->k_size[2]) return 0;
+    return p->k_size[1] == 3 || p->k_size[1] == 5 ? (int)p->k_size[1] : 0;
+}
+
+/* dw_cf_direct: a float dtype with f32 sums, a fixed kernel size, 32-bit plane positions. */
+bool cf_direct_ok(const xconv_canon *p)
+{
+    const xconv_dtype d = p->x_dtype;
+    if (d != XCONV_DTYPE_BF16 && d != XCONV_DTYPE_F16 && d != XCONV_DTYPE_F32) return false;
+    if (p->ct != XCONV_CT_F32 || !fixed_ks(p)) return false;
+    const int64_t P = xconv__prod3(p->y_size), bpp = (P + THREADS - 1) / THREADS;
+    return P < INT32_MAX && (double)p->n * (double)p->cout * (double)bpp < (double)INT32_MAX;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -345,7 +446,7 @@ bool dw_supports(const xconv_canon *p, const char **why_not)
     if (p->device != XCONV_DEVICE_CUDA) return *why_not = "cuda.depthwise runs on cuda tensors only", false;
     if (p->op != XCONV_OP_CONV) return *why_not = "cuda.depthwise runs conv only", false;
     if (p->cin_g != 1) return *why_not = "cuda.depthwise needs one input channel per group (groups == cin)", false;
-    if (channels_fastest(p)) return true;
+    if (channels_fastest(p) || cf_direct_ok(p)) return true;
     tile_geom tg;
     if (!plan_tile(p, ctype_bytes(p->ct), &tg))
         return *why_not = "cuda.depthwise: the kernel window does not fit its shared-memory tile", false;
@@ -379,6 +480,15 @@ template <class T> void launch_generic(const xconv_canon *p, const xconv_exec *e
     dw_tile<T><<<(unsigned)blocks, THREADS, tg.smem, st>>>(*p, x, w, b, y, tg);
 }
 
+template <xconv_dtype D> void launch_cf_direct(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
+{
+    const int64_t bpp = (xconv__prod3(p->y_size) + THREADS - 1) / THREADS;
+    const unsigned blocks = (unsigned)(p->n * p->cout * bpp);
+    auto kern = fixed_ks(p) == 3 ? dw_cf_direct<D, 3> : dw_cf_direct<D, 5>;
+    kern<<<blocks, THREADS, 0, st>>>(*p, (const char *)e->x, (const char *)e->w, (const char *)e->bias,
+                                     (char *)e->y, (int)bpp);
+}
+
 template <xconv_dtype D> void launch_vec(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
 {
     constexpr int V = vec_traits<D>::V;
@@ -387,7 +497,9 @@ template <xconv_dtype D> void launch_vec(const xconv_canon *p, const xconv_exec 
     const int64_t positions = p->n * xconv__prod3(p->y_size);
     const int64_t per_block = per_pass * VEC_POS;
     const dim3 grid((unsigned)((positions + per_block - 1) / per_block), (unsigned)((p->cin + cc - 1) / cc));
-    dw_vec<D><<<grid, THREADS, (size_t)(kvol * cc * 4), st>>>(*p, (const char *)e->x, (const char *)e->w,
+    const int ks = fixed_ks(p);
+    auto kern = ks == 3 ? dw_vec<D, 3> : ks == 5 ? dw_vec<D, 5> : dw_vec<D, 0>;
+    kern<<<grid, THREADS, (size_t)(kvol * cc * 4), st>>>(*p, (const char *)e->x, (const char *)e->w,
                                                              (const char *)e->bias, (char *)e->y, (int)cc, positions);
 }
 
@@ -403,6 +515,12 @@ xconv_status dw_run(const xconv_exec *e, xconv_error *err)
         case XCONV_DTYPE_BF16: launch_vec<XCONV_DTYPE_BF16>(p, e, s.stream); break;
         case XCONV_DTYPE_F16: launch_vec<XCONV_DTYPE_F16>(p, e, s.stream); break;
         default: launch_vec<XCONV_DTYPE_F32>(p, e, s.stream); break;
+        }
+    } else if (!channels_fastest(p) && cf_direct_ok(p)) {
+        switch (p->x_dtype) {
+        case XCONV_DTYPE_BF16: launch_cf_direct<XCONV_DTYPE_BF16>(p, e, s.stream); break;
+        case XCONV_DTYPE_F16: launch_cf_direct<XCONV_DTYPE_F16>(p, e, s.stream); break;
+        default: launch_cf_direct<XCONV_DTYPE_F32>(p, e, s.stream); break;
         }
     } else {
         switch (p->ct) {

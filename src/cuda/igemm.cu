@@ -88,11 +88,20 @@ template <kind K> __device__ __forceinline__ uint32_t fp8x2_to_f16x2(uint32_t u,
     if constexpr (K == kind::e5m2) {
         return v;
     } else {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+        /* the hardware conversion (sm_89+): exact as well, one instruction */
+        uint32_t r;
+        if (high) asm("{ .reg .b16 lo, hi; mov.b32 {lo, hi}, %1; cvt.rn.f16x2.e4m3x2 %0, hi; }" : "=r"(r) : "r"(u));
+        else asm("{ .reg .b16 lo, hi; mov.b32 {lo, hi}, %1; cvt.rn.f16x2.e4m3x2 %0, lo; }" : "=r"(r) : "r"(u));
+        (void)v;
+        return r;
+#else
         const uint32_t sign = v & 0x80008000u, mag = v & 0x7f007f00u;
         uint32_t h = sign | (mag >> 1), r;
         asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(h), "r"(0x5c005c00u)); /* 256.0 */
         const uint32_t nan = __vcmpeq2(mag, 0x7f007f00u);
         return (r & ~nan) | (nan & (0x7e007e00u | sign));
+#endif
     }
 }
 

@@ -38,7 +38,8 @@ bool fold(const xconv_canon *p, xconv_canon *q)
                 q->y_size[d] * K > q->x_size[d] ||
                 q->x_ss[d] != cc || q->w_sk[d] != cc)
                 break;
-            q->x_ss[d] = K * cc;
+            /* one window left: never stepped, stride 0 like every size-1 dim */
+            q->x_ss[d] = q->y_size[d] > 1 ? K * cc : 0;
             q->x_size[d] = q->y_size[d];
             q->k_size[d] = q->stride[d] = q->dil[d] = 1;
             q->pad_lo[d] = q->pad_hi[d] = 0;

@@ -244,8 +244,11 @@ static problem random_problem_once(shape_kind kind)
             if (rnd() & 1) cin_g *= 8;
         }
         bool ok = true;
+        /* depthwise: half the kernels square 3x3 / 5x5 (the compiled-size paths) */
+        const int64_t square = dw && (rnd() & 1) ? (rnd() & 1 ? 3 : 5) : 0;
         for (int i = 0; i < d; i++) {
             ks[i] = rnd_in(1, dw ? 5 : 3);
+            if (square) ks[i] = d == 3 && i == 0 ? 1 : square;
             q.stride[i] = rnd_in(1, tc ? 2 : 3);
             q.dilation[i] = rnd_in(1, 2);
             q.pad_lo[i] = rnd_in(0, 2);
@@ -270,8 +273,9 @@ static problem random_problem_once(shape_kind kind)
     }
     q.groups = g;
     pb.params = q;
-    const xconv_dtype xd = tc ? tc_dtypes[rnd() % 6] : (xconv_dtype)rnd_in(1, XCONV_DTYPE_COUNT - 1);
-    (void)patch;
+    static const xconv_dtype dw_dtypes[] = {XCONV_DTYPE_BF16, XCONV_DTYPE_F16, XCONV_DTYPE_F32};
+    xconv_dtype xd = tc ? tc_dtypes[rnd() % 6] : (xconv_dtype)rnd_in(1, XCONV_DTYPE_COUNT - 1);
+    if (dw && (rnd() & 1)) xd = dw_dtypes[rnd() % 3]; /* the 16-byte and direct paths */
     const xconv_dtype yd = pick_out_dtype(xd);
     const int64_t cin = g * cin_g, cout = g * cout_g;
     pb.has_bias = rnd() & 1;
