@@ -7,7 +7,8 @@
  * and to check its output against xconv's (a peer with the same semantics must agree within
  * the dtype's tolerance, or the row is a loud MISMATCH), then they are timed round robin
  * (xconv rep, peer 1 rep, peer 2 rep, ...), each rep repeating the run until it lasts
- * --min-time, and each side reports the median of its reps. The ratio is xconv over the
+ * --min-time after a short sleep (--settle) that lets the previous side's spinning threads
+ * park, and each side reports the median of its reps. The ratio is xconv over the
  * best peer; % peak is xconv over the f32 FMA peak measured at start.
  *
  * Built only with bench/ (cmake/bench.cmake defines XCONV_HAVE_BENCH); main.c finds this
@@ -25,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 int xconv_cmd_bench(int argc, char **argv);
@@ -51,6 +53,8 @@ static const char usage[] =
     "  --min-time S      seconds a repetition lasts at least (default 0.02)\n"
     "  --budget S        seconds of timing per entry and dtype before reps are cut, down to 3\n"
     "                    (default 6)\n"
+    "  --settle S        seconds of sleep before each rep, so that the previous side's\n"
+    "                    spinning threads park (default 0.05)\n"
     "  --json            print a JSON array, one object per entry and dtype\n";
 
 enum { MAX_DTYPES = 32, MAX_SIDES = 1 + 2 * BENCH_MAX_CONFIGS, MAX_REPS = 101 };
@@ -60,7 +64,7 @@ typedef struct options {
     xconv_dtype  x_dtypes[MAX_DTYPES], y_dtypes[MAX_DTYPES];
     int          ndtypes;
     int          threads, reps;
-    double       min_time, budget;
+    double       min_time, budget, settle;
     xconv_layout layout;
     bool         json, onednn, xnnpack;
 } options;
@@ -193,6 +197,16 @@ static int warm_up(side *s)
     return rc;
 }
 
+/* Sleeps `seconds`. Peers' thread pools spin-wait after a run (OpenMP for milliseconds,
+ * pthreadpool for up to ~50 ms) and would steal a core from the next side's rep: sleeping
+ * between reps lets them park, so each side is timed on a quiet machine. */
+static void settle(double seconds)
+{
+    if (seconds <= 0) return;
+    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0) continue;
+}
+
 static double time_rep(side *s)
 {
     double t0 = xconv_cli_now();
@@ -216,6 +230,7 @@ static int time_sides(const options *o, side *sides, int nsides)
         side *s = &sides[i];
         if (!s->ok) continue;
         s->iters = 1;
+        settle(o->settle);
         double t = s->warm >= o->min_time ? s->warm : time_rep(s);
         s->iters = t >= o->min_time || t <= 0 ? 1 : (int64_t)ceil(o->min_time / t);
         if (s->iters > 100000) s->iters = 100000;
@@ -230,7 +245,10 @@ static int time_sides(const options *o, side *sides, int nsides)
     static double times[MAX_SIDES][MAX_REPS];
     for (int r = 0; r < reps; r++)
         for (int i = 0; i < nsides; i++)
-            if (sides[i].ok) times[i][r] = time_rep(&sides[i]);
+            if (sides[i].ok) {
+                settle(o->settle);
+                times[i][r] = time_rep(&sides[i]);
+            }
     for (int i = 0; i < nsides; i++) {
         if (!sides[i].ok) continue;
         qsort(times[i], (size_t)reps, sizeof(double), cmp_double);
@@ -567,7 +585,7 @@ static int parse_options(int argc, char **argv, options *o, bool *help)
         {"layout", true, NULL, false},   {"engine", true, NULL, false},
         {"peers", true, NULL, false},    {"reps", true, NULL, false},
         {"min-time", true, NULL, false}, {"budget", true, NULL, false},
-        {"json", false, NULL, false},
+        {"json", false, NULL, false},    {"settle", true, NULL, false},
     };
     int nopts = (int)(sizeof opts / sizeof opts[0]);
     int rc = xconv_args_parse(argc, argv, opts, nopts, "bench");
@@ -591,6 +609,8 @@ static int parse_options(int argc, char **argv, options *o, bool *help)
     if (opts[10].seen && (rc = parse_number(&opts[10], 0, 60, &o->min_time))) return rc;
     o->budget = 6;
     if (opts[11].seen && (rc = parse_number(&opts[11], 0, 86400, &o->budget))) return rc;
+    o->settle = 0.05;
+    if (opts[13].seen && (rc = parse_number(&opts[13], 0, 10, &o->settle))) return rc;
     o->layout = XCONV_LAYOUT_CHANNELS_LAST;
     if (opts[6].seen) {
         const char *l = opts[6].value;
