@@ -232,7 +232,7 @@ template <> struct vec_traits<XCONV_DTYPE_F32> {
  * 1 x KS x KS, and every tap's load is issued before the first sum (latency, not bandwidth,
  * bounds a loop that waits for each load). */
 template <xconv_dtype D, int KS>
-__global__ void __launch_bounds__(THREADS)
+__global__ void __launch_bounds__(THREADS, KS == 3 ? 2 : KS == 5 ? 1 : 3)
 dw_vec(const xconv_canon p, const char *__restrict__ x, const char *__restrict__ w,
        const char *__restrict__ bias, char *__restrict__ y, int cc, int64_t positions)
 {
@@ -261,40 +261,51 @@ dw_vec(const xconv_canon p, const char *__restrict__ x, const char *__restrict__
     float bv[V];
 #pragma unroll
     for (int v = 0; v < V; v++) bv[v] = bias ? load_f32(p.bias_dtype, bias, p.b_off + (c0 + v) * p.b_s) : 0.0f;
-    const int64_t Y0 = p.y_size[0], Y1 = p.y_size[1], Y2 = p.y_size[2];
-    for (int u = 0; u < VEC_POS; u++) {
-        const int64_t pos = ((int64_t)blockIdx.x * VEC_POS + u) * per_pass + pl;
-        if (pos >= positions) break;
-        int64_t r = pos;
-        const int64_t j2 = r % Y2; r /= Y2;
-        const int64_t j1 = r % Y1; r /= Y1;
-        const int64_t j0 = r % Y0, n = r / Y0;
-        float acc[V];
+    /* positions < 2^32 (vec_ok): 32-bit divisions, far cheaper than 64-bit ones */
+    const uint32_t Y0 = (uint32_t)p.y_size[0], Y1 = (uint32_t)p.y_size[1], Y2 = (uint32_t)p.y_size[2];
+    constexpr int PP = KS == 3 ? 2 : 1; /* positions whose loads are in flight together */
+    for (int u0 = 0; u0 < VEC_POS; u0 += PP) {
+        int64_t n[PP], j0[PP], j1[PP], j2[PP];
+        bool live[PP];
 #pragma unroll
-        for (int v = 0; v < V; v++) acc[v] = bv[v];
-        const char *xb = x + (p.x_off + n * p.x_sn + c0) * ES;
+        for (int pp = 0; pp < PP; pp++) {
+            const int64_t pos = ((int64_t)blockIdx.x * VEC_POS + u0 + pp) * per_pass + pl;
+            live[pp] = pos < positions;
+            uint32_t r = live[pp] ? (uint32_t)pos : 0u;
+            j2[pp] = r % Y2; r /= Y2;
+            j1[pp] = r % Y1; r /= Y1;
+            j0[pp] = r % Y0, n[pp] = r / Y0;
+        }
+        if (!live[0]) break;
+        float acc[PP][V];
+#pragma unroll
+        for (int pp = 0; pp < PP; pp++)
+#pragma unroll
+            for (int v = 0; v < V; v++) acc[pp][v] = bv[v];
         if constexpr (KS > 0) {
-            const int64_t q0 = j0 * p.stride[0] - p.pad_lo[0];
-            const bool ok0 = q0 >= 0 && q0 < p.x_size[0];
-            uint4 xv[KS * KS];
-            bool okv[KS * KS];
+            uint4 xv[PP][KS * KS];
+            bool okv[PP][KS * KS];
 #pragma unroll
-            for (int k1 = 0; k1 < KS; k1++) {
-                const int64_t q1 = j1 * p.stride[1] + k1 * p.dil[1] - p.pad_lo[1];
-                const bool ok1 = ok0 && q1 >= 0 && q1 < p.x_size[1];
-                const char *xr = xb + (q0 * p.x_ss[0] + q1 * p.x_ss[1]) * ES;
+            for (int pp = 0; pp < PP; pp++) {
+                const int64_t q0 = j0[pp] * p.stride[0] - p.pad_lo[0];
+                const bool ok0 = live[pp] && q0 >= 0 && q0 < p.x_size[0];
+                const char *xb = x + (p.x_off + n[pp] * p.x_sn + c0) * ES;
 #pragma unroll
-                for (int k2 = 0; k2 < KS; k2++) {
-                    const int64_t q2 = j2 * p.stride[2] + k2 * p.dil[2] - p.pad_lo[2];
-                    const int k = k1 * KS + k2;
-                    okv[k] = ok1 && q2 >= 0 && q2 < p.x_size[2];
-                    xv[k] = okv[k] ? __ldg((const uint4 *)(xr + q2 * p.x_ss[2] * ES)) : make_uint4(0, 0, 0, 0);
+                for (int k1 = 0; k1 < KS; k1++) {
+                    const int64_t q1 = j1[pp] * p.stride[1] + k1 * p.dil[1] - p.pad_lo[1];
+                    const bool ok1 = ok0 && q1 >= 0 && q1 < p.x_size[1];
+                    const char *xr = xb + (q0 * p.x_ss[0] + q1 * p.x_ss[1]) * ES;
+#pragma unroll
+                    for (int k2 = 0; k2 < KS; k2++) {
+                        const int64_t q2 = j2[pp] * p.stride[2] + k2 * p.dil[2] - p.pad_lo[2];
+                        const int k = k1 * KS + k2;
+                        okv[pp][k] = ok1 && q2 >= 0 && q2 < p.x_size[2];
+                        xv[pp][k] = okv[pp][k] ? __ldg((const uint4 *)(xr + q2 * p.x_ss[2] * ES)) : make_uint4(0, 0, 0, 0);
+                    }
                 }
             }
 #pragma unroll
             for (int k = 0; k < KS * KS; k++) {
-                if (!okv[k]) continue; /* padding adds nothing (not even 0 * inf) */
-                const uint32_t q[4] = {xv[k].x, xv[k].y, xv[k].z, xv[k].w};
                 const float4 *wt = (const float4 *)(wk + k * cc + cg * V);
                 float wf[V];
 #pragma unroll
@@ -303,33 +314,45 @@ dw_vec(const xconv_canon p, const char *__restrict__ x, const char *__restrict__
                     wf[4 * i] = t.x, wf[4 * i + 1] = t.y, wf[4 * i + 2] = t.z, wf[4 * i + 3] = t.w;
                 }
 #pragma unroll
-                for (int v = 0; v < V; v++) acc[v] += VT::get(q, v) * wf[v];
-            }
-        }
-        int k = 0;
-        for (int k0 = 0; k0 < (KS > 0 ? 0 : p.k_size[0]); k0++) {
-            const int64_t q0 = j0 * p.stride[0] + k0 * p.dil[0] - p.pad_lo[0];
-            const bool ok0 = q0 >= 0 && q0 < p.x_size[0];
-            for (int k1 = 0; k1 < K1; k1++) {
-                const int64_t q1 = j1 * p.stride[1] + k1 * p.dil[1] - p.pad_lo[1];
-                const bool ok1 = ok0 && q1 >= 0 && q1 < p.x_size[1];
-                for (int k2 = 0; k2 < K2; k2++, k++) {
-                    const int64_t q2 = j2 * p.stride[2] + k2 * p.dil[2] - p.pad_lo[2];
-                    if (!ok1 || q2 < 0 || q2 >= p.x_size[2]) continue;
-                    const uint4 qv = __ldg((const uint4 *)(xb + (q0 * p.x_ss[0] + q1 * p.x_ss[1] + q2 * p.x_ss[2]) * ES));
-                    const uint32_t q[4] = {qv.x, qv.y, qv.z, qv.w};
-                    const float *wt = wk + k * cc + cg * V;
+                for (int pp = 0; pp < PP; pp++) {
+                    if (!okv[pp][k]) continue; /* padding adds nothing (not even 0 * inf) */
+                    const uint32_t q[4] = {xv[pp][k].x, xv[pp][k].y, xv[pp][k].z, xv[pp][k].w};
 #pragma unroll
-                    for (int v = 0; v < V; v++) acc[v] += VT::get(q, v) * wt[v];
+                    for (int v = 0; v < V; v++) acc[pp][v] += VT::get(q, v) * wf[v];
+                }
+            }
+        } else {
+            const char *xb = x + (p.x_off + n[0] * p.x_sn + c0) * ES;
+            int k = 0;
+            for (int k0 = 0; k0 < p.k_size[0]; k0++) {
+                const int64_t q0 = j0[0] * p.stride[0] + k0 * p.dil[0] - p.pad_lo[0];
+                const bool ok0 = q0 >= 0 && q0 < p.x_size[0];
+                for (int k1 = 0; k1 < K1; k1++) {
+                    const int64_t q1 = j1[0] * p.stride[1] + k1 * p.dil[1] - p.pad_lo[1];
+                    const bool ok1 = ok0 && q1 >= 0 && q1 < p.x_size[1];
+                    for (int k2 = 0; k2 < K2; k2++, k++) {
+                        const int64_t q2 = j2[0] * p.stride[2] + k2 * p.dil[2] - p.pad_lo[2];
+                        if (!ok1 || q2 < 0 || q2 >= p.x_size[2]) continue;
+                        const uint4 qv = __ldg((const uint4 *)(xb + (q0 * p.x_ss[0] + q1 * p.x_ss[1] + q2 * p.x_ss[2]) * ES));
+                        const uint32_t q[4] = {qv.x, qv.y, qv.z, qv.w};
+                        const float *wt = wk + k * cc + cg * V;
+#pragma unroll
+                        for (int v = 0; v < V; v++) acc[0][v] += VT::get(q, v) * wt[v];
+                    }
                 }
             }
         }
-        uint32_t o[4];
 #pragma unroll
-        for (int i = 0; i < 4; i++)
-            o[i] = V == 4 ? VT::bits(acc[i]) : VT::bits(acc[2 * i]) | VT::bits(acc[(2 * i + 1) % V]) << 16;
-        const uint4 out = make_uint4(o[0], o[1], o[2], o[3]);
-        *(uint4 *)(y + (p.y_off + n * p.y_sn + j0 * p.y_ss[0] + j1 * p.y_ss[1] + j2 * p.y_ss[2] + c0) * ES) = out;
+        for (int pp = 0; pp < PP; pp++) {
+            if (!live[pp]) continue;
+            uint32_t o[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                o[i] = V == 4 ? VT::bits(acc[pp][i])
+                              : VT::bits(acc[pp][2 * i]) | VT::bits(acc[pp][(2 * i + 1) % V]) << 16;
+            *(uint4 *)(y + (p.y_off + n[pp] * p.y_sn + j0[pp] * p.y_ss[0] + j1[pp] * p.y_ss[1] +
+                            j2[pp] * p.y_ss[2] + c0) * ES) = make_uint4(o[0], o[1], o[2], o[3]);
+        }
     }
 }
 
@@ -343,15 +366,17 @@ dw_vec(const xconv_canon p, const char *__restrict__ x, const char *__restrict__
 template <xconv_dtype D, int KS>
 __global__ void __launch_bounds__(THREADS)
 dw_cf_direct(const xconv_canon p, const char *__restrict__ x, const char *__restrict__ w,
-             const char *__restrict__ bias, char *__restrict__ y, int bpp)
+             const char *__restrict__ bias, char *__restrict__ y, uint32_t total)
 {
-    const int64_t plane = blockIdx.x / bpp;
-    const int pos = (int)(blockIdx.x % bpp) * THREADS + threadIdx.x;
-    const int Y1 = (int)p.y_size[1], Y2 = (int)p.y_size[2];
-    if (pos >= (int)p.y_size[0] * Y1 * Y2) return;
-    const int j2 = pos % Y2, j1 = (pos / Y2) % Y1, j0 = pos / (Y2 * Y1);
-    const int64_t n = plane / p.cout, co = plane % p.cout;
-    const int64_t g = co / p.cout_g, o = co % p.cout_g;
+    /* every index below 2^32 (cf_direct_ok): 32-bit divisions, far cheaper than 64-bit */
+    const uint32_t idx = blockIdx.x * THREADS + threadIdx.x;
+    if (idx >= total) return;
+    const uint32_t Y1 = (uint32_t)p.y_size[1], Y2 = (uint32_t)p.y_size[2];
+    const uint32_t P = (uint32_t)p.y_size[0] * Y1 * Y2, plane = idx / P, pos = idx - plane * P;
+    const uint32_t j2 = pos % Y2, j1 = (pos / Y2) % Y1, j0 = pos / (Y2 * Y1);
+    const uint32_t cout = (uint32_t)p.cout, cout_g = (uint32_t)p.cout_g;
+    const int64_t n = plane / cout, co = plane % cout;
+    const int64_t g = (uint32_t)co / cout_g, o = (uint32_t)co % cout_g;
     const int64_t q0 = (int64_t)j0 * p.stride[0] - p.pad_lo[0];
     const bool ok0 = q0 >= 0 && q0 < p.x_size[0];
     const int64_t xb = p.x_off + n * p.x_sn + g * p.x_sc + q0 * p.x_ss[0];
@@ -392,8 +417,7 @@ bool cf_direct_ok(const xconv_canon *p)
     const xconv_dtype d = p->x_dtype;
     if (d != XCONV_DTYPE_BF16 && d != XCONV_DTYPE_F16 && d != XCONV_DTYPE_F32) return false;
     if (p->ct != XCONV_CT_F32 || !fixed_ks(p)) return false;
-    const int64_t P = xconv__prod3(p->y_size), bpp = (P + THREADS - 1) / THREADS;
-    return P < INT32_MAX && (double)p->n * (double)p->cout * (double)bpp < (double)INT32_MAX;
+    return (double)p->n * (double)p->cout * (double)xconv__prod3(p->y_size) < 4294967040.0;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -482,11 +506,11 @@ template <class T> void launch_generic(const xconv_canon *p, const xconv_exec *e
 
 template <xconv_dtype D> void launch_cf_direct(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
 {
-    const int64_t bpp = (xconv__prod3(p->y_size) + THREADS - 1) / THREADS;
-    const unsigned blocks = (unsigned)(p->n * p->cout * bpp);
+    const int64_t total = p->n * p->cout * xconv__prod3(p->y_size);
+    const unsigned blocks = (unsigned)((total + THREADS - 1) / THREADS);
     auto kern = fixed_ks(p) == 3 ? dw_cf_direct<D, 3> : dw_cf_direct<D, 5>;
     kern<<<blocks, THREADS, 0, st>>>(*p, (const char *)e->x, (const char *)e->w, (const char *)e->bias,
-                                     (char *)e->y, (int)bpp);
+                                     (char *)e->y, (uint32_t)total);
 }
 
 template <xconv_dtype D> void launch_vec(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
