@@ -48,7 +48,8 @@ static void get_val(xconv_ctype ct, const void *p, uint64_t *u, double *re, doub
     }
 }
 
-static void run_case(const xconv_igemm_geom *g, int m, int n, int64_t len, int64_t ntaps, bool with_init)
+static void run_case(const xconv_igemm_geom *g, int m, int n, int64_t len, int64_t ntaps, bool with_init,
+                     bool accumulate)
 {
     const xconv_ctype ct = g->ct;
     const size_t cs = xconv__ctype_size(ct);
@@ -117,8 +118,19 @@ static void run_case(const xconv_igemm_geom *g, int m, int n, int64_t len, int64
     memset(cbuf, 0xA5, cs * (size_t)(mr * ldc));
     void *c[8];
     for (int i = 0; i < mr; i++) c[i] = i < m ? cbuf + (size_t)(i * ldc) * cs : NULL;
+    /* accumulate: the sums start from what C holds (random), and init is ignored */
+    uint64_t pu[8][64] = {{0}};
+    double pre[8][64] = {{0}}, pim[8][64] = {{0}};
+    if (accumulate)
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) {
+                pu[i][j] = rnd();
+                pre[i][j] = (double)(int)(rnd() % 15) - 7.0;
+                pim[i][j] = g->ncomp == 2 ? (double)(int)(rnd() % 9) - 4.0 : 0.0;
+                put_val(ct, cbuf + (size_t)(i * ldc + j) * cs, pu[i][j], pre[i][j], pim[i][j]);
+            }
 
-    g->kernel(ntaps, len, a, b, with_init ? init : NULL, c, m, n);
+    g->kernel(ntaps, len, a, b, with_init ? init : NULL, c, m, n, accumulate);
 
     int bad = 0;
     for (int i = 0; i < mr && !bad; i++)
@@ -130,8 +142,10 @@ static void run_case(const xconv_igemm_geom *g, int m, int n, int64_t len, int64
                                   xconv__ctype_name(ct), g->isa, i, j, m, n);
                 continue;
             }
-            uint64_t su = iu[j];
-            double sre = ire[j], sim = cplx ? iim[j] : 0.0, mag = fabs(ire[j]) + fabs(sim);
+            uint64_t su = accumulate ? pu[i][j] : iu[j];
+            double sre = accumulate ? pre[i][j] : ire[j];
+            double sim = accumulate ? pim[i][j] : cplx ? iim[j] : 0.0;
+            double mag = fabs(sre) + fabs(sim);
             for (int64_t t = 0; t < ntaps; t++)
                 for (int64_t l = 0; l < len; l++) {
                     const int64_t ai = (t * mr + i) * len + l, bi = (t * len + l) * nr + j;
@@ -157,9 +171,9 @@ static void run_case(const xconv_igemm_geom *g, int m, int n, int64_t len, int64
                 bad = fabs(gre - sre) > tol || fabs(gim - sim) > tol;
             }
             if (bad)
-                XT_CHECK(0, "%s %s: m %d n %d len %lld ntaps %lld init %d: c[%d][%d] = %g %g, expected %g %g",
-                         xconv__ctype_name(ct), g->isa, m, n, (long long)len, (long long)ntaps,
-                         with_init, i, j, is_int ? (double)gu : gre, gim, is_int ? (double)su : sre, sim);
+                XT_CHECK(0, "%s %s: m %d n %d len %lld ntaps %lld init %d acc %d: c[%d][%d] = %g %g, "
+                         "expected %g %g", xconv__ctype_name(ct), g->isa, m, n, (long long)len,
+                         (long long)ntaps, with_init, accumulate, i, j, is_int ? (double)gu : gre, gim, is_int ? (double)su : sre, sim);
         }
     if (!bad) XT_CHECK(1, "ok");
     free(abuf), free(bbuf), free(init), free(a), free(b), free(are), free(aim), free(au);
@@ -186,7 +200,8 @@ int main(void)
                     for (int l = 0; l < 4; l++)
                         for (int t = 0; t < 3; t++)
                             for (int init = 0; init < 2; init++)
-                                run_case(g, m, ns[a], lens[l], tapss[t], init);
+                                for (int acc = 0; acc < 2; acc++)
+                                    run_case(g, m, ns[a], lens[l], tapss[t], init, acc);
         }
     }
     XT_CHECK(variants >= 6, "at least the generic variant of each compute type runs (%d)", variants);

@@ -28,6 +28,9 @@
 #define IG_MAX_RUNS      4096              /* pointer arrays per thread stay small */
 #define IG_CHUNK_BYTES   ((size_t)8 << 20) /* the converted-x buffer per chunk of images */
 #define IG_SHORT_RUN     16                /* below this, padded runs are worth a copy */
+#define IG_KC_BYTES      (32 << 10)        /* packed weights of one reduction block: L1 */
+#define IG_GROUP_TILES   16                /* tiles that share each reduction block */
+#define IG_PTR_BUDGET    16384             /* pointers per thread for a group of tiles */
 
 typedef struct ig_geom {
     const xconv_igemm_geom *g;
@@ -40,17 +43,30 @@ typedef struct ig_geom {
     int64_t panels;      /* output-channel panels per group */
     int64_t chunk_n;     /* images per chunk */
     int64_t xp[3];       /* spatial dims of the converted buffer (padded for conv) */
-    int64_t max_runs;    /* pointer-array rows per thread */
+    int64_t max_runs;    /* pointer-array rows per tile */
+    int64_t group;       /* tiles processed together per reduction block */
+    int64_t kc;          /* reduction values per block (whole runs, or part of one) */
     size_t  row_bytes;   /* one packed weight row: nr compute-type values */
     size_t  wp, bp, zero, xbuf, slots, slot_bytes, total;
 } ig_geom;
 
 static size_t align64(size_t v) { return (v + 63) & ~(size_t)63; }
 
-/* Per-thread pointer arrays: a and b for a tile, again for one position's own taps, and c. */
+/* Per-thread bookkeeping of a group of tiles, laid out at the start of its slot. */
+typedef struct ig_tile {
+    int64_t runs;
+    int     m;
+    bool    mixed, done;
+    int64_t yel[8];      /* y element offset per live position */
+} ig_tile;
+
+/* Per-thread scratch: a and b for each tile of a group, a1/b1 for one position's own taps or
+ * an offset block, c per tile, and the tiles' bookkeeping; the compute-type tiles follow. */
 static size_t ptr_bytes(const ig_geom *q)
 {
-    return align64(sizeof(void *) * (size_t)(2 * q->max_runs * (q->g->mr + 1) + q->g->mr));
+    const size_t mr = (size_t)q->g->mr, runs = (size_t)q->max_runs, gt = (size_t)q->group;
+    return align64(sizeof(void *) * (gt * runs * (mr + 1) + runs * (mr + 1) + gt * mr) +
+                   sizeof(ig_tile) * gt);
 }
 
 static ig_geom ig_geom_of(const xconv_canon *p)
@@ -80,6 +96,10 @@ static ig_geom ig_geom_of(const xconv_canon *p)
     if (!q.g) return q;
     q.panels = (p->cout_g + q.g->nr - 1) / q.g->nr;
     q.row_bytes = (size_t)q.g->nr * cs;
+    q.group = IG_PTR_BUDGET / (q.max_runs * (q.g->mr + 1));
+    q.group = q.group < 1 ? 1 : q.group > IG_GROUP_TILES ? IG_GROUP_TILES : q.group;
+    q.kc = (int64_t)(IG_KC_BYTES / q.row_bytes);
+    if (q.kc < 8) q.kc = 8;
     for (int i = 0; i < 3; i++)
         q.xp[i] = p->x_size[i] + (q.pad_copy ? p->pad_lo[i] + p->pad_hi[i] : 0);
     const size_t img_bytes = (size_t)xconv__prod3(q.xp) * (size_t)p->cin * cs;
@@ -93,7 +113,7 @@ static ig_geom ig_geom_of(const xconv_canon *p)
     q.zero = q.bp + align64(q.row_bytes * (size_t)(p->groups * q.panels));
     q.xbuf = q.zero + align64(cs * (size_t)q.len);
     q.slots = q.xbuf + (q.copy ? align64(img_bytes * (size_t)q.chunk_n) : 0);
-    q.slot_bytes = ptr_bytes(&q) + align64((size_t)q.g->mr * q.row_bytes);
+    q.slot_bytes = ptr_bytes(&q) + align64((size_t)(q.group * q.g->mr) * q.row_bytes);
     q.total = q.slots + q.slot_bytes * (size_t)(p->threads > 0 ? p->threads : 1);
     return q;
 }
@@ -235,14 +255,15 @@ static int64_t conv_tile(const ig_task *t, int64_t g, int64_t tile, const char *
     const int64_t total = t->nb * per_img;
     const char *zero = (const char *)t->e->workspace + q->zero;
     *m = 0;
+    /* divide once for the first position, then step (64-bit divisions cost tens of cycles) */
+    const int64_t first = tile * mr;
+    int64_t n_ = first / per_img, j0 = first / (Y1 * Y2) % Y0, j1 = first / Y2 % Y1, j2 = first % Y2;
     for (int i = 0; i < mr; i++) {
-        int64_t flat = tile * mr + i;
-        if (flat >= total) flat = -1;
-        else (*m)++;
-        pos[i][0] = flat < 0 ? -1 : flat / per_img;
-        pos[i][1] = flat < 0 ? 0 : flat / (Y1 * Y2) % Y0;
-        pos[i][2] = flat < 0 ? 0 : flat / Y2 % Y1;
-        pos[i][3] = flat < 0 ? 0 : flat % Y2;
+        const bool live = first + i < total;
+        *m += live;
+        pos[i][0] = live ? n_ : -1;
+        pos[i][1] = j0, pos[i][2] = j1, pos[i][3] = j2;
+        if (++j2 == Y2 && (j2 = 0, ++j1 == Y1) && (j1 = 0, ++j0 == Y0)) j0 = 0, n_++;
     }
     const int64_t k2n = q->merge ? 1 : p->k_size[2];
     const int64_t lo0 = q->pad_copy ? 0 : p->pad_lo[0], lo1 = q->pad_copy ? 0 : p->pad_lo[1],
@@ -320,6 +341,35 @@ static int64_t transpose_tile(const ig_task *t, int64_t g, int64_t tile, const c
     return r;
 }
 
+/* One position's own taps of a mixed transpose tile, summed in one call (no blocking). */
+static void run_mixed(const ig_task *t, const ig_tile *tl, const void **a, const void **b,
+                      const void **a1, const void **b1, const void *init, void **c, int cnt)
+{
+    const ig_geom *q = t->q;
+    const int mr = q->g->mr;
+    const char *zero = (const char *)t->e->workspace + q->zero;
+    /* Some taps miss x for some positions. conv_transpose has no term there (not even
+     * 0 * w, which is NaN for an infinite w), so each position sums only its own taps.
+     * Only tiles at the edges of x come here. */
+    for (int i = 0; i < tl->m; i++) {
+        int64_t own = 0;
+        for (int64_t r = 0; r < tl->runs; r++) {
+            if (a[r * mr + i] == zero) continue;
+            a1[own * mr] = a[r * mr + i];
+            for (int k = 1; k < mr; k++) a1[own * mr + k] = zero;
+            b1[own++] = b[r];
+        }
+        q->g->kernel(own, q->len, a1, b1, init, c + i, 1, cnt, 0);
+    }
+}
+
+/*
+ * Work items are (group, panel, tile); a thread takes its items in groups of up to q->group
+ * consecutive tiles of one panel and walks the reduction in blocks whose packed weights fit
+ * L1 (q->kc values: several whole runs, or a slice of one long run), running every tile of
+ * the group on a block before moving on. Each C element still sums its terms in run order,
+ * then channel order, whatever the grouping: results do not depend on the thread count.
+ */
 static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
 {
     const ig_task *t = arg;
@@ -328,62 +378,89 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
     const ig_geom *q = t->q;
     const int mr = q->g->mr;
     const size_t cs = xconv__ctype_size(p->ct), yes = xconv_dtype_size(p->y_dtype);
+    const int64_t gt = q->group, mx = q->max_runs;
     char *scratch = (char *)e->workspace + q->slots + q->slot_bytes * (size_t)slot;
-    const void **a = (const void **)scratch;
-    const void **b = a + q->max_runs * mr;
-    const void **a1 = b + q->max_runs;      /* one position's own taps */
-    const void **b1 = a1 + q->max_runs * mr;
-    void **c = (void **)(b1 + q->max_runs);
-    char *ctile = scratch + ptr_bytes(q);
-    const char *zero = (const char *)e->workspace + q->zero;
-    int64_t pos[8][4];
+    const void **a = (const void **)scratch;         /* [gt][mx * mr] */
+    const void **b = a + gt * mx * mr;                /* [gt][mx] */
+    const void **a1 = b + gt * mx;                    /* [mx * mr] */
+    const void **b1 = a1 + mx * mr;                   /* [mx] */
+    void **c = (void **)(b1 + mx);                    /* [gt][mr] */
+    ig_tile *tiles = (ig_tile *)(c + gt * mr);
+    char *ctile = scratch + ptr_bytes(q);             /* [gt][mr] rows */
     const bool tr = p->op == XCONV_OP_CONV_TRANSPOSE;
-    for (int64_t item = begin; item < end; item++) {
-        const int64_t tile = item % t->tiles, gp = item / t->tiles;
+    int64_t pos[8][4];
+
+    for (int64_t item = begin; item < end;) {
+        const int64_t tile0 = item % t->tiles, gp = item / t->tiles;
+        int64_t count = t->tiles - tile0;
+        if (count > end - item) count = end - item;
+        if (count > gt) count = gt;
         const int64_t panel = gp % q->panels, g = gp / q->panels;
         const char *wpanel = (const char *)e->workspace + q->wp +
                              q->row_bytes * (size_t)(gp * xconv__prod3(p->k_size) * p->cin_g);
         const void *init = p->has_bias ? (const char *)e->workspace + q->bp + q->row_bytes * (size_t)gp : NULL;
-        int m;
-        bool mixed = false;
-        const int64_t runs = tr ? transpose_tile(t, g, tile, wpanel, a, b, pos, &m, &mixed)
-                                : conv_tile(t, g, tile, wpanel, a, b, pos, &m);
-        if (m == 0) continue;
         const int64_t co = g * p->cout_g + panel * q->g->nr;
-        const int64_t cnt = p->cout_g - panel * q->g->nr < q->g->nr ? p->cout_g - panel * q->g->nr : q->g->nr;
-        int64_t yel[8];
-        for (int i = 0; i < mr; i++) {
-            yel[i] = pos[i][0] < 0 ? 0
-                                   : p->y_off + (t->n0 + pos[i][0]) * p->y_sn + pos[i][1] * p->y_ss[0] +
-                                         pos[i][2] * p->y_ss[1] + pos[i][3] * p->y_ss[2] + co * p->y_sc;
-            c[i] = pos[i][0] < 0 ? NULL
-                   : q->y_direct ? (char *)e->y + yel[i] * (int64_t)yes
-                                 : ctile + (size_t)i * q->row_bytes;
-        }
-        /* live positions come first in a tile, so rows i < m are exactly the live ones */
-        if (!mixed) {
-            q->g->kernel(runs, q->len, a, b, init, c, m, (int)cnt);
-        } else {
-            /* Some taps miss x for some positions. conv_transpose has no term there (not
-             * even 0 * w, which is NaN for an infinite w), so each position sums only its
-             * own taps. Only tiles at the edges of x come here. */
-            for (int i = 0; i < m; i++) {
-                int64_t own = 0;
-                for (int64_t r = 0; r < runs; r++) {
-                    if (a[r * mr + i] == zero) continue;
-                    a1[own * mr] = a[r * mr + i];
-                    for (int k = 1; k < mr; k++) a1[own * mr + k] = zero;
-                    b1[own++] = b[r];
-                }
-                q->g->kernel(own, q->len, a1, b1, init, c + i, 1, (int)cnt);
+        const int cnt = (int)(p->cout_g - panel * q->g->nr < q->g->nr ? p->cout_g - panel * q->g->nr : q->g->nr);
+        int64_t longest = 0;
+
+        for (int64_t ti = 0; ti < count; ti++) {
+            ig_tile *tl = &tiles[ti];
+            const void **at = a + ti * mx * mr, **bt = b + ti * mx;
+            void **ct = c + ti * mr;
+            tl->mixed = false;
+            tl->runs = tr ? transpose_tile(t, g, tile0 + ti, wpanel, at, bt, pos, &tl->m, &tl->mixed)
+                          : conv_tile(t, g, tile0 + ti, wpanel, at, bt, pos, &tl->m);
+            tl->done = tl->m == 0;
+            for (int i = 0; i < mr; i++) {
+                tl->yel[i] = pos[i][0] < 0 ? 0
+                             : p->y_off + (t->n0 + pos[i][0]) * p->y_sn + pos[i][1] * p->y_ss[0] +
+                                   pos[i][2] * p->y_ss[1] + pos[i][3] * p->y_ss[2] + co * p->y_sc;
+                ct[i] = pos[i][0] < 0 ? NULL
+                        : q->y_direct ? (char *)e->y + tl->yel[i] * (int64_t)yes
+                                      : ctile + (size_t)(ti * mr + i) * q->row_bytes;
             }
+            if (tl->done) continue;
+            /* live positions come first in a tile, so rows i < m are exactly the live ones */
+            if (tl->mixed || tl->runs == 0) {
+                if (tl->mixed) run_mixed(t, tl, at, bt, a1, b1, init, ct, cnt);
+                else q->g->kernel(0, q->len, at, bt, init, ct, tl->m, cnt, 0);
+                tl->done = true;
+            }
+            if (!tl->done && tl->runs > longest) longest = tl->runs;
         }
+
+        if (q->len <= q->kc) {
+            const int64_t rb = q->kc / q->len;
+            for (int64_t r0 = 0; r0 < longest; r0 += rb)
+                for (int64_t ti = 0; ti < count; ti++) {
+                    const ig_tile *tl = &tiles[ti];
+                    if (tl->done || r0 >= tl->runs) continue;
+                    const int64_t nt = tl->runs - r0 < rb ? tl->runs - r0 : rb;
+                    q->g->kernel(nt, q->len, a + ti * mx * mr + r0 * mr, b + ti * mx + r0, init,
+                                 c + ti * mr, tl->m, cnt, r0 > 0);
+                }
+        } else {
+            for (int64_t r = 0; r < longest; r++)
+                for (int64_t c0 = 0; c0 < q->len; c0 += q->kc) {
+                    const int64_t kl = q->len - c0 < q->kc ? q->len - c0 : q->kc;
+                    for (int64_t ti = 0; ti < count; ti++) {
+                        const ig_tile *tl = &tiles[ti];
+                        if (tl->done || r >= tl->runs) continue;
+                        const void **at = a + ti * mx * mr + r * mr;
+                        for (int i = 0; i < mr; i++) a1[i] = (const char *)at[i] + (size_t)c0 * cs;
+                        b1[0] = (const char *)b[ti * mx + r] + (size_t)c0 * q->row_bytes;
+                        q->g->kernel(1, kl, a1, b1, init, c + ti * mr, tl->m, cnt, r > 0 || c0 > 0);
+                    }
+                }
+        }
+
         if (!q->y_direct)
-            for (int i = 0; i < m; i++)
-                xconv__store_row(p->ct, p->y_dtype, ctile + (size_t)i * q->row_bytes,
-                                 (char *)e->y + yel[i] * (int64_t)yes, p->y_sc, cnt);
+            for (int64_t ti = 0; ti < count; ti++)
+                for (int i = 0; i < tiles[ti].m; i++)
+                    xconv__store_row(p->ct, p->y_dtype, ctile + (size_t)(ti * mr + i) * q->row_bytes,
+                                     (char *)e->y + tiles[ti].yel[i] * (int64_t)yes, p->y_sc, cnt);
+        item += count;
     }
-    (void)cs;
 }
 
 static xconv_status ig_run(const xconv_exec *e, xconv_error *err)

@@ -60,9 +60,9 @@
     static XI_TARGET_##isa void igemm_##isa##_##t(int64_t ntaps, int64_t len,               \
                                                   const void *const *a, const void *const *b, \
                                                   const void *init, void *const *c, int m,   \
-                                                  int n)                                     \
+                                                  int n, int accumulate)                     \
     {                                                                                        \
-        igemm_body_##t(mr, nv, ntaps, len, a, b, init, c, m, n);                             \
+        igemm_body_##t(mr, nv, ntaps, len, a, b, init, c, m, n, accumulate);                 \
     }
 
 XI_WRAPPER(u32, generic, 2, 1)

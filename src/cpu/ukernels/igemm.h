@@ -9,7 +9,9 @@
  *         m and taps in the padding point at a zero buffer of at least len values.
  *   b     ntaps pointers: b[t] -> len packed rows of nr values each, zero-padded past n;
  *         complex rows are split planes: nr real parts, then nr imaginary parts.
- *   init  nr values laid out like one row of b (the bias), or NULL for zeros.
+ *   init  nr values laid out like one row of b (the bias), or NULL for zeros; ignored when
+ *         accumulate is set, where each row's sum starts from what c holds (its first n
+ *         values): a reduction split into blocks continues where the last block stopped.
  *   c     mr row pointers, compute type, interleaved for complex; rows >= m are not
  *         touched (may be NULL); only columns j < n are written.
  * No allocation, threads or errors. Integer compute types wrap (unsigned arithmetic).
@@ -22,7 +24,7 @@
 
 typedef void (*xconv_igemm_ukr)(int64_t ntaps, int64_t len, const void *const *a,
                                 const void *const *b, const void *init, void *const *c, int m,
-                                int n);
+                                int n, int accumulate);
 
 typedef struct xconv_igemm_geom {
     xconv_ctype     ct;

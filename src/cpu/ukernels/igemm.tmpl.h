@@ -16,7 +16,8 @@ typedef XCONV_RT XI_NAME(ivec) __attribute__((vector_size(64)));
 
 static inline __attribute__((always_inline)) void
 XI_NAME(igemm_body)(const int mr, const int nv, int64_t ntaps, int64_t len, const void *const *a,
-                    const void *const *b, const void *init, void *const *c, int m, int n)
+                    const void *const *b, const void *init, void *const *c, int m, int n,
+                    int accumulate)
 {
     typedef XI_NAME(ivec) vec;
     enum { VL = (int)(sizeof(vec) / sizeof(XCONV_RT)) };
@@ -27,8 +28,16 @@ XI_NAME(igemm_body)(const int mr, const int nv, int64_t ntaps, int64_t len, cons
     vec acc[XI_MAX_MR][XI_MAX_NV];
     XI_UNROLL for (int v = 0; v < nv; v++) {
         vec iv = (vec){0};
-        if (init) memcpy(&iv, (const XCONV_RT *)init + v * VL, sizeof iv);
+        if (init && !accumulate) memcpy(&iv, (const XCONV_RT *)init + v * VL, sizeof iv);
         XI_UNROLL for (int r = 0; r < mr; r++) acc[r][v] = iv;
+    }
+    if (accumulate) {
+        XI_UNROLL for (int r = 0; r < mr; r++) {
+            if (r >= m) continue;
+            XCONV_RT row[XI_MAX_NV * VL] = {0};
+            memcpy(row, c[r], sizeof(XCONV_RT) * (size_t)n);
+            XI_UNROLL for (int v = 0; v < nv; v++) memcpy(&acc[r][v], row + v * VL, sizeof(vec));
+        }
     }
     for (int64_t t = 0; t < ntaps; t++) {
         const XCONV_RT *ap[XI_MAX_MR];
@@ -59,11 +68,23 @@ XI_NAME(igemm_body)(const int mr, const int nv, int64_t ntaps, int64_t len, cons
     vec re[XI_MAX_MR][XI_MAX_NV], im[XI_MAX_MR][XI_MAX_NV];
     XI_UNROLL for (int v = 0; v < nv; v++) {
         vec ir = (vec){0}, ii = (vec){0};
-        if (init) {
+        if (init && !accumulate) {
             memcpy(&ir, (const XCONV_RT *)init + v * VL, sizeof ir);
             memcpy(&ii, (const XCONV_RT *)init + nr + v * VL, sizeof ii);
         }
         XI_UNROLL for (int r = 0; r < mr; r++) re[r][v] = ir, im[r][v] = ii;
+    }
+    if (accumulate) {
+        XI_UNROLL for (int r = 0; r < mr; r++) {
+            if (r >= m) continue;
+            XCONV_RT row_re[XI_MAX_NV * VL] = {0}, row_im[XI_MAX_NV * VL] = {0};
+            const XCONV_RT *cr = (const XCONV_RT *)c[r];
+            for (int j = 0; j < n; j++) row_re[j] = cr[2 * j], row_im[j] = cr[2 * j + 1];
+            XI_UNROLL for (int v = 0; v < nv; v++) {
+                memcpy(&re[r][v], row_re + v * VL, sizeof(vec));
+                memcpy(&im[r][v], row_im + v * VL, sizeof(vec));
+            }
+        }
     }
     for (int64_t t = 0; t < ntaps; t++) {
         const XCONV_RT *ap[XI_MAX_MR];
