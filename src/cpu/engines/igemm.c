@@ -168,6 +168,9 @@ typedef struct ig_task {
     int64_t           tiles;      /* tiles per (group, panel) */
     int64_t           tiles_per_phase;
     int64_t           tiles_phases;   /* stride phases with outputs: min(s2, Y2) */
+    /* where the A side reads x: the converted buffer or x itself, in elements of es bytes */
+    const char       *src;
+    int64_t           src_es, src_off, src_sn, src_ss[3];
 } ig_task;
 
 static void pack_weights_range(void *arg, int64_t begin, int64_t end, int slot)
@@ -229,19 +232,34 @@ static void convert_x_range(void *arg, int64_t begin, int64_t end, int slot)
 /* The GEMM over tiles                                                                      */
 /* ---------------------------------------------------------------------------------------- */
 
-/* The address of x[n, q, channel c] for a position inside x (element units of the source). */
+/* The address of x[n, q, channel c] for a position inside x (chunk-relative image nl). */
 static const char *x_at(const ig_task *t, int64_t nl, const int64_t qpos[3], int64_t c)
+{
+    const int64_t el = t->src_off + nl * t->src_sn + qpos[0] * t->src_ss[0] + qpos[1] * t->src_ss[1] +
+                       qpos[2] * t->src_ss[2] + c;
+    return t->src + el * t->src_es;
+}
+
+/* Points the A side at the chunk of images starting at t->n0. */
+static void set_source(ig_task *t)
 {
     const xconv_canon *p = t->e->p;
     const ig_geom *q = t->q;
     if (q->copy) {
-        const size_t cs = xconv__ctype_size(p->ct);
-        const int64_t off = (((nl * q->xp[0] + qpos[0]) * q->xp[1] + qpos[1]) * q->xp[2] + qpos[2]) * p->cin + c;
-        return (const char *)t->e->workspace + q->xbuf + (size_t)off * cs;
+        t->src = (const char *)t->e->workspace + q->xbuf;
+        t->src_es = (int64_t)xconv__ctype_size(p->ct);
+        t->src_off = 0;
+        t->src_ss[2] = p->cin;
+        t->src_ss[1] = q->xp[2] * p->cin;
+        t->src_ss[0] = q->xp[1] * q->xp[2] * p->cin;
+        t->src_sn = q->xp[0] * t->src_ss[0];
+    } else {
+        t->src = (const char *)t->e->x;
+        t->src_es = (int64_t)xconv_dtype_size(p->x_dtype);
+        t->src_off = p->x_off + t->n0 * p->x_sn;
+        t->src_sn = p->x_sn;
+        memcpy(t->src_ss, p->x_ss, sizeof t->src_ss);
     }
-    const int64_t el = p->x_off + (t->n0 + nl) * p->x_sn + qpos[0] * p->x_ss[0] + qpos[1] * p->x_ss[1] +
-                       qpos[2] * p->x_ss[2] + c;
-    return (const char *)t->e->x + el * (int64_t)xconv_dtype_size(p->x_dtype);
 }
 
 /* Fills the pointer arrays of one conv tile; returns the number of runs. */
@@ -268,20 +286,36 @@ static int64_t conv_tile(const ig_task *t, int64_t g, int64_t tile, const char *
     const int64_t k2n = q->merge ? 1 : p->k_size[2];
     const int64_t lo0 = q->pad_copy ? 0 : p->pad_lo[0], lo1 = q->pad_copy ? 0 : p->pad_lo[1],
                   lo2 = q->pad_copy ? 0 : p->pad_lo[2];
+    /* per position: the x coordinates of tap 0 and their element index; per run: an offset.
+     * Indices of taps in the padding may be far out of range (padding up to 2^62), so they
+     * are formed in wrapping unsigned arithmetic and used only for taps inside x. */
+    int64_t q0[8], q1[8], q2[8];
+    uint64_t base[8];
+    for (int i = 0; i < mr; i++) {
+        q0[i] = pos[i][1] * p->stride[0] - lo0;
+        q1[i] = pos[i][2] * p->stride[1] - lo1;
+        q2[i] = pos[i][3] * p->stride[2] - lo2;
+        base[i] = (uint64_t)t->src_off + (uint64_t)(pos[i][0] < 0 ? 0 : pos[i][0]) * (uint64_t)t->src_sn +
+                  (uint64_t)q0[i] * (uint64_t)t->src_ss[0] + (uint64_t)q1[i] * (uint64_t)t->src_ss[1] +
+                  (uint64_t)q2[i] * (uint64_t)t->src_ss[2] + (uint64_t)(g * p->cin_g);
+    }
+    const bool check = !q->pad_copy;
     int64_t r = 0;
     for (int64_t k0 = 0; k0 < p->k_size[0]; k0++)
         for (int64_t k1 = 0; k1 < p->k_size[1]; k1++)
             for (int64_t k2 = 0; k2 < k2n; k2++, r++) {
                 const int64_t k = (k0 * p->k_size[1] + k1) * p->k_size[2] + k2;
+                const int64_t d0 = k0 * p->dil[0], d1 = k1 * p->dil[1], d2 = k2 * p->dil[2];
+                const uint64_t off = (uint64_t)d0 * (uint64_t)t->src_ss[0] +
+                                     (uint64_t)d1 * (uint64_t)t->src_ss[1] + (uint64_t)d2 * (uint64_t)t->src_ss[2];
                 b[r] = wpanel + q->row_bytes * (size_t)(k * p->cin_g);
                 for (int i = 0; i < mr; i++) {
-                    int64_t qp[3] = {pos[i][1] * p->stride[0] + k0 * p->dil[0] - lo0,
-                                     pos[i][2] * p->stride[1] + k1 * p->dil[1] - lo1,
-                                     pos[i][3] * p->stride[2] + k2 * p->dil[2] - lo2};
                     bool in = pos[i][0] >= 0;
-                    if (!q->pad_copy)
-                        for (int d = 0; d < 3; d++) in = in && qp[d] >= 0 && qp[d] < p->x_size[d];
-                    a[r * mr + i] = in ? x_at(t, pos[i][0], qp, g * p->cin_g) : zero;
+                    if (check)
+                        in = in && (uint64_t)(q0[i] + d0) < (uint64_t)p->x_size[0] &&
+                             (uint64_t)(q1[i] + d1) < (uint64_t)p->x_size[1] &&
+                             (uint64_t)(q2[i] + d2) < (uint64_t)p->x_size[2];
+                    a[r * mr + i] = in ? t->src + (int64_t)(base[i] + off) * t->src_es : zero;
                 }
             }
     return r;
@@ -490,6 +524,7 @@ static xconv_status ig_run(const xconv_exec *e, xconv_error *err)
         t.n0 = n0;
         t.nb = p->n - n0 < q.chunk_n ? p->n - n0 : q.chunk_n;
         if (q.copy) xconv__parallel_for_slot(e->ctx, t.nb * q.xp[0] * q.xp[1], convert_x_range, &t);
+        set_source(&t);
         if (p->op == XCONV_OP_CONV) {
             t.tiles = (t.nb * xconv__prod3(p->y_size) + q.g->mr - 1) / q.g->mr;
         } else {
