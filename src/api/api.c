@@ -10,6 +10,7 @@
 
 struct xconv_plan {
     xconv_canon         canon;
+    size_t              align[4];            /* x, w, bias, y: the alignment data must have */
     const xconv_engine *engine;
     xconv_context      *ctx;
     size_t              engine_ws_bytes;
@@ -110,6 +111,10 @@ xconv_status xconv_plan_create(xconv_context *ctx, const xconv_params *params,
     p->engine_ws_bytes = engine->workspace_bytes(&canon);
     snprintf(p->kind, sizeof p->kind, "%s", kind);
     xconv__describe(&canon, p->description, sizeof p->description);
+    p->align[0] = xconv__dtype_align(x->dtype);
+    p->align[1] = xconv__dtype_align(w->dtype);
+    p->align[2] = bias ? xconv__dtype_align(bias->dtype) : 1;
+    p->align[3] = xconv__dtype_align(y->dtype);
     record_span(p, 0, x);
     record_span(p, 1, w);
     record_span(p, 2, bias);
@@ -154,6 +159,11 @@ xconv_status xconv_plan_execute(const xconv_plan *plan, const void *x, const voi
                 INVALID_ARGUMENT, "bias",
                 c->has_bias ? "bias is null but the plan was created with a bias"
                             : "bias is given but the plan was created without one");
+    const void *ptrs[4] = {x, w, bias, y};
+    static const char *const names[4] = {"x", "w", "bias", "y"};
+    for (int i = 0; i < 4; i++)
+        XCONV_CHECK(err, (uintptr_t)ptrs[i] % plan->align[i] == 0, INVALID_ARGUMENT, names[i],
+                    "%s %p is not aligned to %zu bytes", names[i], ptrs[i], plan->align[i]);
     XCONV_CHECK(err, !spans_overlap(plan, 3, y, 0, x), INVALID_ARGUMENT, "y", "y overlaps x");
     XCONV_CHECK(err, !spans_overlap(plan, 3, y, 1, w), INVALID_ARGUMENT, "y", "y overlaps w");
     XCONV_CHECK(err, !spans_overlap(plan, 3, y, 2, bias), INVALID_ARGUMENT, "y", "y overlaps bias");

@@ -287,6 +287,9 @@ xconv_status xconv__check_memory(const xconv_tensor *t, const char *what, bool i
     snprintf(name, sizeof name, "%s.data", what);
     XCONV_CHECK(err, t->data != NULL, INVALID_ARGUMENT, name,
                 "%s.data is null but %s has %" PRId64 " elements", what, what, elems);
+    XCONV_CHECK(err, (uintptr_t)t->data % xconv__dtype_align(t->dtype) == 0, INVALID_ARGUMENT,
+                name, "%s.data %p is not aligned to %zu bytes, the alignment of %s", what,
+                t->data, xconv__dtype_align(t->dtype), xconv_dtype_name(t->dtype));
     int64_t lo = 0, hi = elems - 1;
     if (t->strided) {
         for (int i = 0; i < t->rank; i++) {

@@ -33,6 +33,12 @@ xconv_family xconv__dtype_family(xconv_dtype d) { return dtype_table[xconv__dtyp
 
 int xconv__dtype_bits(xconv_dtype d) { return xconv__dtype_valid(d) ? dtype_table[d].bits : 0; }
 
+size_t xconv__dtype_align(xconv_dtype d)
+{
+    const size_t size = xconv_dtype_size(d);
+    return xconv__dtype_family(d) == XCONV_FAMILY_COMPLEX ? size / 2 : size;
+}
+
 bool xconv__dtype_signed(xconv_dtype d) { return xconv__dtype_valid(d) && dtype_table[d].is_signed; }
 
 xconv_dtype xconv_dtype_from_name(const char *name)

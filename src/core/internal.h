@@ -55,6 +55,8 @@ xconv_family xconv__dtype_family(xconv_dtype dtype);
 int          xconv__dtype_bits(xconv_dtype dtype);   /* value bits (complex: both parts) */
 bool         xconv__dtype_signed(xconv_dtype dtype);
 bool         xconv__dtype_valid(xconv_dtype dtype);
+/* The alignment data of a dtype must have: its size, or its component's for complex. */
+size_t       xconv__dtype_align(xconv_dtype dtype);
 
 /*
  * The type arithmetic happens in (DESIGN.md §2): integers in wrapping u32 when y has at

@@ -302,8 +302,10 @@ static const char *unsupporting_engine(const state *s)
       "y needs 1204 bytes but buffer_bytes is 1200", F_PROBLEM)                                       \
     X(x_extent_overflow, CONV2D, strided(&s->x)->offset = I64MAX / 2, INVALID_ARGUMENT,               \
       "x.buffer_bytes", "extent overflows 64 bits", F_PROBLEM)                                        \
-    X(x_address_wraps, CONV2D, (s->x.data = (void *)(UINTPTR_MAX - 64), s->x.buffer_bytes = 0),       \
+    X(x_address_wraps, CONV2D, (s->x.data = (void *)(UINTPTR_MAX - 127), s->x.buffer_bytes = 0),      \
       INVALID_ARGUMENT, "x.buffer_bytes", "wraps around the address space", F_PROBLEM)                \
+    X(x_misaligned, CONV2D, s->x.data = (char *)s->x.data + 2, INVALID_ARGUMENT, "x.data",            \
+      "is not aligned to 4 bytes", F_PROBLEM)                                                         \
     X(y_zero_stride, CONV2D, strided(&s->y)->strides[1] = 0, INVALID_ARGUMENT, "y.strides[1]",        \
       "an output cannot broadcast", F_PROBLEM)                                                        \
     X(y_elements_overlap, CONV2D, strided(&s->y)->strides[2] = 1, INVALID_ARGUMENT, "y.strides*",     \

@@ -16,6 +16,10 @@ static void XCONV_NAME(dw_pixels)(const xconv_exec *e, const XCONV_CT *wk, const
     const xconv_canon *p = e->p;
     const int64_t C = p->cout, cin = p->cin, mult = p->cout_g;
     const int64_t xes = (int64_t)xconv_dtype_size(p->x_dtype), yes = (int64_t)xconv_dtype_size(p->y_dtype);
+    /* x of the compute type's own bits is read in place; other dtypes convert a pixel at a
+     * time into tmp. Padding taps read a zero row: 0 * w still joins the sum (Inf * 0). */
+    const bool direct = xconv__same_bits(p->ct, p->x_dtype);
+    if (direct) memset(tmp, 0, sizeof(XCONV_CT) * (size_t)cin);
     for (int64_t row = begin; row < end; row++) {
         const int64_t n = row / (p->y_size[0] * p->y_size[1]);
         const int64_t j0 = row / p->y_size[1] % p->y_size[0], j1 = row % p->y_size[1];
@@ -30,20 +34,23 @@ static void XCONV_NAME(dw_pixels)(const xconv_exec *e, const XCONV_CT *wk, const
                     const bool in1 = in0 && q1 >= 0 && q1 < p->x_size[1];
                     for (int64_t k2 = 0; k2 < p->k_size[2]; k2++) {
                         const int64_t q2 = j2 * p->stride[2] + k2 * p->dil[2] - p->pad_lo[2];
+                        const XCONV_CT *src = tmp;
                         if (in1 && q2 >= 0 && q2 < p->x_size[2]) {
                             const int64_t el = p->x_off + n * p->x_sn + q0 * p->x_ss[0] +
                                                q1 * p->x_ss[1] + q2 * p->x_ss[2];
-                            xconv__load_row(p->ct, p->x_dtype, (const char *)e->x + el * xes,
-                                            p->x_sc, tmp, cin);
-                        } else {
-                            /* padding reads as 0, and 0 * w still joins the sum (Inf * 0) */
+                            if (direct)
+                                src = (const XCONV_CT *)((const char *)e->x + el * xes);
+                            else
+                                xconv__load_row(p->ct, p->x_dtype, (const char *)e->x + el * xes,
+                                                p->x_sc, tmp, cin);
+                        } else if (!direct) {
                             memset(tmp, 0, sizeof(XCONV_CT) * (size_t)cin);
                         }
                         const XCONV_CT *w = wk + ((k0 * p->k_size[1] + k1) * p->k_size[2] + k2) * C;
                         if (mult == 1) {
-                            for (int64_t c = 0; c < C; c++) XCONV_MAC(acc[c], tmp[c], w[c]);
+                            for (int64_t c = 0; c < C; c++) XCONV_MAC(acc[c], src[c], w[c]);
                         } else {
-                            for (int64_t c = 0; c < C; c++) XCONV_MAC(acc[c], tmp[c / mult], w[c]);
+                            for (int64_t c = 0; c < C; c++) XCONV_MAC(acc[c], src[c / mult], w[c]);
                         }
                     }
                 }
