@@ -14,6 +14,14 @@
 
 #include <string.h>
 
+/* The stencils are plain loops the compiler vectorizes: build them for AVX-512 and AVX2 as
+ * well as the baseline, picked at load time (ifunc), since the library's baseline is SSE2. */
+#if defined(__x86_64__) && defined(__linux__) && (defined(__clang__) || defined(__GNUC__))
+#define XCONV_DW_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define XCONV_DW_CLONES
+#endif
+
 #define XCONV_T u32
 #define XCONV_CT uint32_t
 #define XCONV_MAC(acc, a, b) ((acc) += (a) * (b))
@@ -55,8 +63,8 @@ static size_t align64(size_t v) { return (v + 63) & ~(size_t)63; }
 static void scratch_elems(const xconv_canon *p, int64_t *acc, int64_t *tmp)
 {
     if (channels_inner(p)) {
-        *acc = p->cout;
-        *tmp = p->cin;
+        *acc = p->y_size[2] * p->cout;
+        *tmp = p->x_size[2] * p->cin;
     } else {
         *acc = p->y_size[2];
         *tmp = p->x_size[2] + p->pad_lo[2] + p->pad_hi[2];
@@ -75,6 +83,7 @@ static dw_layout dw_layout_of(const xconv_canon *p)
     l.bp = align64(cs * (size_t)(xconv__prod3(p->k_size) * p->cout));
     l.slots = align64(l.bp + cs * (size_t)p->cout);
     l.slot_bytes = align64(cs * (size_t)acc) + align64(cs * (size_t)tmp);
+    if (l.slot_bytes < align64(cs * (size_t)p->groups)) l.slot_bytes = align64(cs * (size_t)p->groups);
     l.total = l.slots + l.slot_bytes * (size_t)(p->threads > 0 ? p->threads : 1);
     return l;
 }
@@ -132,15 +141,26 @@ static xconv_status dw_run(const xconv_exec *e, xconv_error *err)
     char *ws = e->workspace;
     const size_t cs = xconv__ctype_size(p->ct);
     const int64_t xes = (int64_t)xconv_dtype_size(p->x_dtype);
-    /* wk[k, co] = w[g = co / mult, o = co % mult, 0, k]: a strided gather per k */
+    /* wk[k, co] = w[g = co / mult, o = co % mult, 0, k]: one strided row over the groups per
+     * (k, o), gathered through the first thread's scratch when mult > 1 */
+    char *row = ws + l.slots;
     int64_t kidx = 0;
     for (int64_t k0 = 0; k0 < p->k_size[0]; k0++)
         for (int64_t k1 = 0; k1 < p->k_size[1]; k1++)
             for (int64_t k2 = 0; k2 < p->k_size[2]; k2++, kidx++)
-                for (int64_t g = 0; g < p->groups; g++) {
-                    int64_t el = p->w_off + g * p->w_sg + k0 * p->w_sk[0] + k1 * p->w_sk[1] + k2 * p->w_sk[2];
-                    xconv__load_row(p->ct, p->x_dtype, (const char *)e->w + el * xes, p->w_so,
-                                    ws + l.wk + cs * (size_t)(kidx * p->cout + g * p->cout_g), p->cout_g);
+                for (int64_t o = 0; o < p->cout_g; o++) {
+                    const int64_t el = p->w_off + o * p->w_so + k0 * p->w_sk[0] + k1 * p->w_sk[1] +
+                                       k2 * p->w_sk[2];
+                    char *dst = ws + l.wk + cs * (size_t)(kidx * p->cout);
+                    if (p->cout_g == 1) {
+                        xconv__load_row(p->ct, p->x_dtype, (const char *)e->w + el * xes, p->w_sg,
+                                        dst, p->groups);
+                        continue;
+                    }
+                    xconv__load_row(p->ct, p->x_dtype, (const char *)e->w + el * xes, p->w_sg, row,
+                                    p->groups);
+                    for (int64_t g = 0; g < p->groups; g++)
+                        memcpy(dst + cs * (size_t)(g * p->cout_g + o), row + cs * (size_t)g, cs);
                 }
     if (p->has_bias)
         xconv__load_row(p->ct, p->bias_dtype,
