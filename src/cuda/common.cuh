@@ -42,8 +42,12 @@ xconv_status xconv__cuda_generic_run(const xconv_exec *e, xconv_error *err);
 /* The tensor-core implicit GEMM (igemm.cu) on any canonical conv it fits, for the engines
  * that rewrite a problem into that form (cuda.patch_tc, cuda.deconv_tc). why_not strings
  * speak of "the tensor-core engines". */
-bool xconv__cuda_igemm_fits(const xconv_canon *p, const char **why_not);
+bool xconv__cuda_igemm_fits(const xconv_canon *p, const char **why_not);     /* any loader */
+bool xconv__cuda_igemm_fast(const xconv_canon *p);                           /* cp.async loader */
+bool xconv__cuda_igemm_fast_why(const xconv_canon *p, const char **why_not);
+double xconv__cuda_igemm_cost(const xconv_canon *p, double scale);
 bool xconv__cuda_igemm_ptrs_ok(const xconv_exec *e, const xconv_canon *p);
+/* Picks the cp.async loader when p and the pointers allow it, else the gathering one. */
 void xconv__cuda_igemm_launch(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream);
 
 /* The number of multiprocessors of a device, at least 1. */

@@ -5,8 +5,9 @@
  *   x[u + c_r - i*(t/g)],   c_r = (r + lo - k_r*t) / s,
  * so each phase is a plain conv over x: stride 1, dilation -(t/g), padding -c_r, the phase's
  * taps of w (every (s/g)-th from k_r), y viewed with stride s from r. cuda.igemm_tc's kernel
- * runs each phase as is; a phase no tap hits gets the bias (or 0) through the same kernel
- * with an empty reduction, like the gather formula of ref.tmpl.h.
+ * runs each phase as is (its cp.async loader for channels-last rows of 16-byte multiples,
+ * its gathering loader otherwise); a phase no tap hits gets the bias (or 0) through the same
+ * kernel with an empty reduction, like the gather formula of ref.tmpl.h.
  */
 #include "cuda/common.cuh"
 
@@ -74,14 +75,20 @@ bool deconv_supports(const xconv_canon *p, const char **why_not)
 
 size_t deconv_workspace_bytes(const xconv_canon *) { return 0; }
 
-/* The tensor-core kernel, a little above cuda.igemm_tc's cost for the extra launches. */
-double deconv_cost(const xconv_canon *p) { return 0.025 * p->flops + 4e4; }
+/* cuda.igemm_tc's cost of the first phase's loader, a little above for the extra launches. */
+double deconv_cost(const xconv_canon *p)
+{
+    const int64_t r[3] = {0, 0, 0};
+    xconv_canon q;
+    phase(p, r, &q);
+    q.flops = p->flops;
+    return xconv__cuda_igemm_cost(&q, 1.25) + 2e4;
+}
 
 xconv_status deconv_run(const xconv_exec *e, xconv_error *err)
 {
     const xconv_canon *p = e->p;
     if (p->n * xconv__prod3(p->y_size) == 0) return XCONV_STATUS_OK;
-    if (!xconv__cuda_igemm_ptrs_ok(e, p)) return xconv__cuda_generic_run(e, err);
     xconv_cuda_scope s;
     XCONV_TRY(xconv__cuda_enter(e, &s, err));
     xconv_status st = XCONV_STATUS_OK;

@@ -127,6 +127,13 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr)
                  : "r"(addr));
 }
 
+/* One element (ES bytes) of a gathered row, as the low bits of a word. */
+template <int ES> __device__ __forceinline__ uint32_t gather_elem(const char *base, int64_t i)
+{
+    if constexpr (ES == 2) return __ldg((const unsigned short *)base + i);
+    else return __ldg((const unsigned char *)base + i);
+}
+
 /* A tile row holds 8 chunks of 16 bytes; XOR-swizzling the chunk with the row's low bits puts
  * the 8 rows an ldmatrix phase reads on 8 distinct bank groups. */
 __device__ __forceinline__ int swz(int row, int chunk) { return row * BKB + ((chunk ^ (row & 7)) << 4); }
@@ -161,8 +168,12 @@ __device__ __forceinline__ void tile_store(const acc_t (&acc)[4][4][4], const bi
         }
 }
 
-/* MINB 2: two blocks per SM at 128 registers; MINB 1 (one block, 168 registers) was slower. */
-template <kind K, int MINB>
+/* MINB 2: two blocks per SM at 128 registers; MINB 1 (one block, 168 registers) was slower.
+ * GATHER: A and B pieces are gathered element by element (any strides, channels-first, odd
+ * channel counts, unaligned rows) and stored to shared memory by the threads; K is then
+ * (tap, block of EPC channels), a tap's last block zero-padded. Otherwise cp.async moves
+ * 16-byte runs of channels-last rows. */
+template <kind K, int MINB, bool GATHER>
 __global__ void __launch_bounds__(THREADS, MINB)
 igemm_kernel(const xconv_canon p, const char *__restrict__ x, const char *__restrict__ w,
              const char *__restrict__ bias, char *__restrict__ y, int y_es, bool y_vec)
@@ -180,7 +191,8 @@ igemm_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
     const int64_t o0 = (int64_t)blockIdx.y * BN;
     const int kvol = (int)(p.k_size[0] * p.k_size[1] * p.k_size[2]);
     const int cchunks = (int)((p.cin_g * ES + BKB - 1) / BKB);
-    const int KT = kvol * cchunks;
+    const int cpt = (int)((p.cin_g + EPC - 1) / EPC); /* GATHER: chunks per tap */
+    const int KT = GATHER ? (kvol * cpt + CHUNKS - 1) / CHUNKS : kvol * cchunks;
 
     /* This thread's A and B rows (row = tid/CHUNKS + ROWS_PER_PASS*i) and its chunk. */
     const int chunk = tid % CHUNKS;
@@ -212,6 +224,37 @@ igemm_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
     const int D0 = (int)p.dil[0], D1 = (int)p.dil[1], D2 = (int)p.dil[2];
 
     auto load_stage = [&](int stage, int kt) {
+        if constexpr (GATHER) {
+            const int gc = kt * CHUNKS + chunk; /* this thread's chunk of all K */
+            const int tap = gc / cpt;
+            const int c0 = (gc - tap * cpt) * EPC;
+            const int nc = tap < kvol ? (p.cin_g - c0 < EPC ? (int)p.cin_g - c0 : EPC) : 0;
+            const int t = tap < kvol ? tap : 0;
+            const int k2 = t % K2, k1 = (t / K2) % K1, k0 = t / (K2 * K1);
+            unsigned char *sa = smem + stage * 2 * TILE_BYTES;
+            unsigned char *sb = sa + TILE_BYTES;
+            const int64_t x_tap = (int64_t)k0 * D0 * p.x_ss[0] + (int64_t)k1 * D1 * p.x_ss[1] +
+                                  (int64_t)k2 * D2 * p.x_ss[2] + (int64_t)c0 * p.x_sc;
+            const int64_t w_tap = k0 * p.w_sk[0] + k1 * p.w_sk[1] + k2 * p.w_sk[2] + (int64_t)c0 * p.w_si;
+#pragma unroll
+            for (int i = 0; i < PASSES; i++) {
+                const int row = tid / CHUNKS + ROWS_PER_PASS * i;
+                const int q0 = a_q[i][0] + k0 * D0, q1 = a_q[i][1] + k1 * D1, q2 = a_q[i][2] + k2 * D2;
+                const bool ok = a_ok[i] && (unsigned)q0 < (unsigned)X0 && (unsigned)q1 < (unsigned)X1 &&
+                                (unsigned)q2 < (unsigned)X2;
+                uint32_t va[4] = {0, 0, 0, 0}, vb[4] = {0, 0, 0, 0};
+                const int64_t xa = a_base[i] + x_tap, wa = b_base[i] + w_tap;
+#pragma unroll
+                for (int e = 0; e < EPC; e++) {
+                    if (e >= nc) break;
+                    if (ok) va[e * ES / 4] |= gather_elem<ES>(x, xa + e * p.x_sc) << (8 * ((e * ES) & 3));
+                    if (b_ok[i]) vb[e * ES / 4] |= gather_elem<ES>(w, wa + e * p.w_si) << (8 * ((e * ES) & 3));
+                }
+                *(uint4 *)(sa + swz(row, chunk)) = make_uint4(va[0], va[1], va[2], va[3]);
+                *(uint4 *)(sb + swz(row, chunk)) = make_uint4(vb[0], vb[1], vb[2], vb[3]);
+            }
+            return;
+        }
         const int tap = kt / cchunks;
         const int c = (kt - tap * cchunks) * (BKB / ES) + chunk * EPC; /* first channel */
         const int k2 = tap % K2;
@@ -379,7 +422,7 @@ igemm_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
 
 bool aligned16(int64_t elems, int es) { return (elems * es) % 16 == 0; }
 
-template <kind K> void launch(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream)
+template <kind K> void launch(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream, bool gather)
 {
     const int64_t M = p->n * xconv__prod3(p->y_size);
     const dim3 grid((unsigned)((M + BM - 1) / BM), (unsigned)((p->cout_g + BN - 1) / BN), (unsigned)p->groups);
@@ -391,7 +434,7 @@ template <kind K> void launch(const xconv_canon *p, const xconv_exec *e, cudaStr
     /* Two blocks per SM measured 1.2-1.8x faster than one (GPU.md); fp8's widened
      * fragments need more registers than two blocks leave (it spilled 120 bytes). */
     constexpr bool fp8 = K == kind::e4m3 || K == kind::e5m2;
-    auto kern = igemm_kernel<K, fp8 ? 1 : 2>;
+    auto kern = gather ? igemm_kernel<K, fp8 ? 1 : 2, true> : igemm_kernel<K, fp8 ? 1 : 2, false>;
     cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
     kern<<<grid, THREADS, SMEM_BYTES, stream>>>(*p, (const char *)e->x, (const char *)e->w,
                                                 (const char *)e->bias, (char *)e->y, yes, vec);
@@ -406,14 +449,12 @@ bool igemm_supports(const xconv_canon *p, const char **why_not)
 
 size_t igemm_workspace_bytes(const xconv_canon *) { return 0; }
 
-/* Tensor-core throughput is ~100x the generic kernel's on these dtypes. */
-double igemm_cost(const xconv_canon *p) { return 0.02 * p->flops + 2e4; }
+double igemm_cost(const xconv_canon *p) { return xconv__cuda_igemm_cost(p, 1.0); }
 
 xconv_status igemm_run(const xconv_exec *e, xconv_error *err)
 {
     const xconv_canon *p = e->p;
     if (p->n * xconv__prod3(p->y_size) == 0) return XCONV_STATUS_OK;
-    if (!xconv__cuda_igemm_ptrs_ok(e, p)) return xconv__cuda_generic_run(e, err);
     xconv_cuda_scope s;
     XCONV_TRY(xconv__cuda_enter(e, &s, err));
     xconv__cuda_igemm_launch(p, e, s.stream);
@@ -428,8 +469,8 @@ extern "C" const xconv_engine xconv__engine_cuda_igemm = {
     "cuda.igemm_tc", XCONV_DEVICE_CUDA, igemm_supports, igemm_workspace_bytes, igemm_cost, igemm_run,
 };
 
-/* Whether the kernel runs p (a canonical conv, maybe rewritten by another engine). The
- * checks are the kernel's assumptions, nothing more. */
+/* Whether the kernel runs p (a canonical conv, maybe rewritten by another engine) through
+ * its gathering loader: dtypes, accumulation, 32-bit coordinates, grid. */
 bool xconv__cuda_igemm_fits(const xconv_canon *p, const char **why_not)
 {
     const xconv_dtype d = p->x_dtype;
@@ -439,13 +480,6 @@ bool xconv__cuda_igemm_fits(const xconv_canon *p, const char **why_not)
     if (!half && !fp8 && !byte) return *why_not = "the tensor-core engines take bf16, f16, f8e4m3, f8e5m2, i8 and u8 inputs", false;
     if (!byte && p->ct != XCONV_CT_F32) return *why_not = "the tensor-core engines accumulate floats in f32 (y f64 computes in f64)", false;
     if (byte && p->ct != XCONV_CT_U32) return *why_not = "the tensor-core engines accumulate integers modulo 2^32 (y wider than 32 bits)", false;
-    const int es = half ? 2 : 1;
-    if (p->x_sc != 1 || p->w_si != 1) return *why_not = "the tensor-core engines need channels contiguous in x and w (channels-last)", false;
-    if ((p->cin_g * es) % 16) return *why_not = "the tensor-core engines need cin/groups a multiple of 16 bytes", false;
-    const int64_t xs[] = {p->x_off, p->x_sn, p->x_ss[0], p->x_ss[1], p->x_ss[2], p->cin_g,
-                          p->w_off, p->w_sg, p->w_so, p->w_sk[0], p->w_sk[1], p->w_sk[2]};
-    for (int64_t v : xs)
-        if (!aligned16(v, es)) return *why_not = "the tensor-core engines need 16-byte aligned x and w rows", false;
     for (int i = 0; i < 3; i++) {
         /* input coordinates are kept in 32 bits (dilation may be negative: deconv phases) */
         const int64_t dil = p->dil[i] < 0 ? -p->dil[i] : p->dil[i];
@@ -454,7 +488,8 @@ bool xconv__cuda_igemm_fits(const xconv_canon *p, const char **why_not)
             p->k_size[i] * dil > (1 << 30) || pad > (1 << 30))
             return *why_not = "the tensor-core engines keep spatial coordinates in 32 bits", false;
     }
-    if (p->k_size[0] * p->k_size[1] * p->k_size[2] * ((p->cin_g * es + BKB - 1) / BKB) > INT32_MAX)
+    const int epc = half ? 8 : 16;
+    if (p->cin_g > (1 << 30) || xconv__prod3(p->k_size) * ((p->cin_g + epc - 1) / epc) > INT32_MAX / 2)
         return *why_not = "the tensor-core engines: reduction too long", false;
     if (p->groups > 65535 || (p->cout_g + BN - 1) / BN > 65535)
         return *why_not = "the tensor-core engines: too many groups or output channels for the grid", false;
@@ -462,6 +497,39 @@ bool xconv__cuda_igemm_fits(const xconv_canon *p, const char **why_not)
         return *why_not = "the tensor-core engines: too many output positions for the grid", false;
     if (xconv__cuda_device_cc(p->device_index) < 80)
         return *why_not = "the tensor-core engines need a gpu of compute capability 8.0 or newer", false;
+    return true;
+}
+
+/* Whether p (which fits) also takes the cp.async loader: channels contiguous in x and w,
+ * 16-byte runs and rows (pointers are checked at launch). */
+bool xconv__cuda_igemm_fast(const xconv_canon *p)
+{
+    const char *why;
+    return xconv__cuda_igemm_fast_why(p, &why);
+}
+
+/* The planner's cost: the cp.async loader ~100x faster than cuda.generic; the gathering one
+ * about 5x slower again and paying for the zero channels of each tap's last block. */
+double xconv__cuda_igemm_cost(const xconv_canon *p, double scale)
+{
+    if (xconv__cuda_igemm_fast(p)) return scale * 0.02 * p->flops + 2e4;
+    const int64_t epc = p->x_dtype == XCONV_DTYPE_BF16 || p->x_dtype == XCONV_DTYPE_F16 ? 8 : 16;
+    const double pad = (double)((p->cin_g + epc - 1) / epc * epc) / (double)(p->cin_g > 0 ? p->cin_g : 1);
+    return scale * 0.1 * pad * p->flops + 2e4;
+}
+
+bool xconv__cuda_igemm_fast_why(const xconv_canon *p, const char **why_not)
+{
+    if (!xconv__cuda_igemm_fits(p, why_not)) return false;
+    const int es = p->x_dtype == XCONV_DTYPE_BF16 || p->x_dtype == XCONV_DTYPE_F16 ? 2 : 1;
+    if (p->x_sc != 1 || p->w_si != 1) return *why_not = "channels not contiguous in x and w", false;
+    if ((p->cin_g * es) % 16) return *why_not = "cin/groups not a multiple of 16 bytes", false;
+    const int64_t xs[] = {p->x_off, p->x_sn, p->x_ss[0], p->x_ss[1], p->x_ss[2], p->cin_g,
+                          p->w_off, p->w_sg, p->w_so, p->w_sk[0], p->w_sk[1], p->w_sk[2]};
+    for (int64_t v : xs)
+        if (!aligned16(v, es)) return *why_not = "x or w rows not 16-byte aligned", false;
+    if (p->k_size[0] * p->k_size[1] * p->k_size[2] * ((p->cin_g * es + BKB - 1) / BKB) > INT32_MAX)
+        return *why_not = "reduction too long", false;
     return true;
 }
 
@@ -476,13 +544,14 @@ bool xconv__cuda_igemm_ptrs_ok(const xconv_exec *e, const xconv_canon *p)
  * reads the launch status. */
 void xconv__cuda_igemm_launch(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream)
 {
+    const bool g = !(xconv__cuda_igemm_fast(p) && xconv__cuda_igemm_ptrs_ok(e, p));
     switch (p->x_dtype) {
-    case XCONV_DTYPE_BF16: launch<kind::bf16>(p, e, stream); break;
-    case XCONV_DTYPE_F16: launch<kind::f16>(p, e, stream); break;
-    case XCONV_DTYPE_I8: launch<kind::s8>(p, e, stream); break;
-    case XCONV_DTYPE_U8: launch<kind::u8>(p, e, stream); break;
-    case XCONV_DTYPE_F8E4M3: launch<kind::e4m3>(p, e, stream); break;
-    case XCONV_DTYPE_F8E5M2: launch<kind::e5m2>(p, e, stream); break;
+    case XCONV_DTYPE_BF16: launch<kind::bf16>(p, e, stream, g); break;
+    case XCONV_DTYPE_F16: launch<kind::f16>(p, e, stream, g); break;
+    case XCONV_DTYPE_I8: launch<kind::s8>(p, e, stream, g); break;
+    case XCONV_DTYPE_U8: launch<kind::u8>(p, e, stream, g); break;
+    case XCONV_DTYPE_F8E4M3: launch<kind::e4m3>(p, e, stream, g); break;
+    case XCONV_DTYPE_F8E5M2: launch<kind::e5m2>(p, e, stream, g); break;
     default: break;
     }
 }

@@ -78,7 +78,14 @@ bool patch_supports(const xconv_canon *p, const char **why_not)
         return *why_not = "cuda.patch_tc needs a patch conv: groups 1, kernel == stride, no padding or dilation, "
                           "windows contiguous (channels-last) or one window per image (channels-first)",
                false;
-    return xconv__cuda_igemm_fits(&q, why_not);
+    /* worth it only where the folded problem takes the cp.async loader; cuda.igemm_tc's
+     * gathering loader runs the rest unfolded */
+    const char *why;
+    if (!xconv__cuda_igemm_fast_why(&q, &why))
+        return *why_not = "cuda.patch_tc: the folded problem does not take the 16-byte loader (channels-last rows "
+                          "of 16-byte multiples)",
+               false;
+    return true;
 }
 
 size_t patch_workspace_bytes(const xconv_canon *) { return 0; }
@@ -91,7 +98,6 @@ xconv_status patch_run(const xconv_exec *e, xconv_error *err)
     xconv_canon q;
     fold(e->p, &q);
     if (q.n * xconv__prod3(q.y_size) == 0) return XCONV_STATUS_OK;
-    if (!xconv__cuda_igemm_ptrs_ok(e, &q)) return xconv__cuda_generic_run(e, err);
     xconv_cuda_scope s;
     XCONV_TRY(xconv__cuda_enter(e, &s, err));
     xconv__cuda_igemm_launch(&q, e, s.stream);
