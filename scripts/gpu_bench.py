@@ -4,7 +4,7 @@
 
     python3 scripts/gpu_bench.py [--suite shared/bench/suite.json] [--lib build-gpu/libxconv.so]
                                  [--dtypes bf16,f16] [--layouts cl] [--only NAME,...]
-                                 [--engine NAME] [--json out.json]
+                                 [--engine NAME] [--json out.json] [--seconds S]
 
 Per entry: xconv's chosen engine, its median time and TFLOP/s, cuDNN's, and the ratio
 xconv/cuDNN (> 1: xconv faster). FLOPs as DESIGN.md §6. Before the table: the bf16 matrix
@@ -135,6 +135,9 @@ def ceilings():
     return mm, bw
 
 
+SECONDS = 1.0  # timing budget per side and entry (--seconds)
+
+
 def run_entry(lib, ctx, e, dt, layout, engine, check=True):
     d = len(e["in"])
     tr = e["op"].startswith("conv_transpose")
@@ -211,7 +214,8 @@ def run_entry(lib, ctx, e, dt, layout, engine, check=True):
               ym.numel() * ym.element_size())
     res = {"engine": name, "gflop": fl / 1e9, "min_bytes": nbytes}
     slow = name == "cuda.generic"
-    res["xconv_ms"] = time_fn(xrun, min_reps=1 if slow else 5, max_seconds=0.3 if slow else 1.0)
+    res["xconv_ms"] = time_fn(xrun, min_reps=1 if slow else 5,
+                              max_seconds=0.3 * SECONDS if slow else SECONDS)
     res["xconv_tflops"] = fl / res["xconv_ms"] / 1e9
     res["xconv_tbs"] = nbytes / res["xconv_ms"] / 1e9
     if dt in CUDNN_DTYPES:
@@ -228,7 +232,7 @@ def run_entry(lib, ctx, e, dt, layout, engine, check=True):
                             dilation=e["dil"])
         try:
             ref = trun()
-            res["cudnn_ms"] = time_fn(trun)
+            res["cudnn_ms"] = time_fn(trun, max_seconds=SECONDS)
             res["cudnn_tflops"] = fl / res["cudnn_ms"] / 1e9
             res["cudnn_tbs"] = nbytes / res["cudnn_ms"] / 1e9
             res["ratio"] = res["cudnn_ms"] / res["xconv_ms"]
@@ -256,7 +260,10 @@ def main():
     ap.add_argument("--engine", default=None)
     ap.add_argument("--json", default=None)
     ap.add_argument("--no-ceilings", action="store_true")
+    ap.add_argument("--seconds", type=float, default=1.0, help="timing budget per side and entry")
     a = ap.parse_args()
+    global SECONDS
+    SECONDS = a.seconds
     suite_path = a.suite
     for cand in ([suite_path] if suite_path else
                  [os.path.join(REPO, "shared", "bench", "suite.json"),
