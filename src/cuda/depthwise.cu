@@ -9,13 +9,14 @@
  *     bytes of channels and loads them as one vector per tap, for a few output positions,
  *     with the block's weights staged as f32 [tap][channel] in shared memory (dw_vec). Else
  *     one thread per output element (dw_cl).
- *   - channels-first, bf16 / f16 / f32 with 3x3 or 5x5 kernels: one output per thread, all
- *     taps' loads issued together, neighbouring threads on neighbouring outputs of a plane
- *     (dw_cf_direct; L1 serves the rows that taps share).
- *   - other channels-first: one block per (image, channel, tile of output rows): the input rows the
- *     tile needs are staged in shared memory in the compute type, zero-filled outside x
- *     (padding), each read by coalesced row loads, then every output of the tile sums its
- *     taps from there (dw_tile). A 3-D kernel restages per tap of its outer dim.
+ *     3x3 and 5x5 kernels are compiled, every tap's load issued before the first sum.
+ *   - channels-first, bf16 / f16 / f32 with 3x3 or 5x5 kernels: outputs spread over threads
+ *     (4 per thread for 3x3), all their taps' loads issued together, neighbouring threads on
+ *     neighbouring outputs of a plane (dw_cf_direct; L1 serves the rows that taps share).
+ *   - other channels-first: one block per (image, channel, tile of output rows): the input
+ *     rows the tile needs are staged in shared memory in the compute type, zero-filled
+ *     outside x (padding), each read by coalesced row loads, then every output of the tile
+ *     sums its taps from there (dw_tile). A 3-D kernel restages per tap of its outer dim.
  *
  * Sums run bias first, then taps in (k0, k1, k2) order: deterministic, no atomics; storage
  * conversions are the library's (common.cuh), rounding once when y is stored.

@@ -1,6 +1,6 @@
 /*
  * igemm.cu — "cuda.igemm_tc": implicit-GEMM convolution on the tensor cores (mma.sync) for
- * channels-last conv with bf16 / f16 inputs (f32 accumulate), fp8 e4m3 / e5m2 inputs
+ * conv with bf16 / f16 inputs (f32 accumulate), fp8 e4m3 / e5m2 inputs
  * (widened to f16 in registers, which is exact, then f16 MMA with f32 accumulate: the f32
  * rule of DESIGN.md §2; Hopper's native fp8 MMA accumulates with fewer bits and is not used)
  * and i8 / u8 inputs (s32 accumulate, which is exact modulo 2^32: the wrapping u32
@@ -15,7 +15,10 @@
  *   B[(tap, c), o] = w[g, o, c, tap]
  * Channels-last puts c innermost in both x and w, so every 16-byte piece of an A or B row is
  * 8 (16) consecutive channels of one tap: cp.async moves them to shared memory directly, and
- * ldmatrix feeds mma.sync. No column buffer is materialized.
+ * ldmatrix feeds mma.sync. Any other layout (channels-first, channel counts that are not
+ * 16-byte multiples, strided or unaligned views) takes the gathering loader: the threads load
+ * each piece's elements one by one and store it to shared memory, K ordered (tap, block of
+ * 8 or 16 channels) with each tap's last block zero-padded. No column buffer either way.
  *
  * Block tile 128 x 128 x 128 bytes of K (64 bf16 / 128 int8), 3-stage cp.async pipeline,
  * 8 warps each computing 64 x 32. The epilogue adds the bias, rounds once to y's dtype
