@@ -180,8 +180,69 @@ static void run_case(const xconv_igemm_geom *g, int m, int n, int64_t len, int64
     free(bre), free(bim), free(bu), free(cbuf);
 }
 
+/* The VNNI byte kernels: A bytes through pointers, B in groups of four reduction indices
+ * (channel j's four bytes at j*4), int32 results that wrap; one variant reads A as unsigned
+ * and B as signed bytes, the other the reverse. Oracle: the same sums in int64, wrapped. */
+static void run_vnni_case(const xconv_igemm_geom *g, bool a_unsigned, int m, int n, int64_t len,
+                          int64_t ntaps, bool with_init, bool accumulate)
+{
+    const int mr = g->mr, nr = g->nr;
+    const int64_t taps = ntaps > 0 ? ntaps : 1;
+    unsigned char *abuf = malloc((size_t)(taps * mr * len)), *bbuf = malloc((size_t)(taps * len * nr));
+    const void **a = malloc(sizeof(void *) * (size_t)(taps * mr)), **b = malloc(sizeof(void *) * (size_t)taps);
+    int32_t init[64], cbuf[8][68];
+    for (int64_t i = 0; i < taps * mr * len; i++) abuf[i] = (unsigned char)rnd();
+    for (int64_t i = 0; i < taps * len * nr; i++) bbuf[i] = (unsigned char)rnd();
+    for (int64_t t = 0; t < taps; t++) {
+        for (int i = 0; i < mr; i++) a[t * mr + i] = abuf + (t * mr + i) * len;
+        b[t] = bbuf + t * len * nr;
+    }
+    for (int j = 0; j < nr; j++) init[j] = (int32_t)rnd();
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 68; j++) cbuf[i][j] = accumulate && i < m && j < n ? (int32_t)rnd() : 0x5a5a5a5a;
+    int32_t before[8][68];
+    memcpy(before, cbuf, sizeof before);
+    void *c[8];
+    for (int i = 0; i < mr; i++) c[i] = i < m ? cbuf[i] : NULL;
+    g->kernel(ntaps, len, a, b, with_init ? init : NULL, c, m, n, accumulate);
+    int bad = 0;
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < 68; j++) {
+            if (i >= m || j >= n) {
+                bad |= cbuf[i][j] != before[i][j];
+                continue;
+            }
+            uint32_t sum = accumulate ? (uint32_t)before[i][j] : with_init ? (uint32_t)init[j] : 0u;
+            for (int64_t t = 0; t < ntaps; t++)
+                for (int64_t l = 0; l < len; l++) {
+                    const unsigned char av = abuf[(t * mr + i) * len + l];
+                    const unsigned char bv = bbuf[t * len * nr + (l / 4) * nr * 4 + j * 4 + l % 4];
+                    const int64_t prod = a_unsigned ? (int64_t)av * (int8_t)bv : (int64_t)(int8_t)av * bv;
+                    sum += (uint32_t)prod;
+                }
+            bad |= (uint32_t)cbuf[i][j] != sum;
+        }
+    XT_CHECK(!bad, "vnni %s: m %d n %d len %lld ntaps %lld init %d acc %d", a_unsigned ? "i8" : "u8",
+             m, n, (long long)len, (long long)ntaps, with_init, accumulate);
+    free(abuf), free(bbuf), free(a), free(b);
+}
+
 int main(void)
 {
+    for (int v = 0; v < 2; v++) {
+        const xconv_igemm_geom *g = xconv__igemm_geom_vnni(v == 0);
+        if (!g) continue;
+        const int ns[] = {1, 17, 63, 64};
+        const int64_t lens[] = {4, 8, 36}, tapss[] = {0, 1, 3};
+        for (int m = 1; m <= g->mr; m++)
+            for (int a = 0; a < 4; a++)
+                for (int l = 0; l < 3; l++)
+                    for (int t = 0; t < 3; t++)
+                        for (int init = 0; init < 2; init++)
+                            for (int acc = 0; acc < 2; acc++)
+                                run_vnni_case(g, v == 0, m, ns[a], lens[l], tapss[t], init, acc);
+    }
+
     const char *isas[] = {"generic", "avx2", "avx512"};
     int variants = 0;
     for (int ct = 0; ct < XCONV_CT_COUNT; ct++) {

@@ -46,8 +46,13 @@ typedef struct ig_geom {
     int64_t max_runs;    /* pointer-array rows per tile */
     int64_t group;       /* tiles processed together per reduction block */
     int64_t kc;          /* reduction values per block (whole runs, or part of one) */
-    size_t  row_bytes;   /* one packed weight row: nr compute-type values */
-    size_t  wp, bp, zero, xbuf, slots, slot_bytes, total;
+    size_t  row_bytes;   /* one row of C, init or bias: nr compute-type values */
+    bool    vnni;        /* 8-bit x through the AVX512-VNNI byte kernels */
+    bool    x_unsigned;  /* vnni: x' is the unsigned operand (i8 x) */
+    int64_t cin_r;       /* reduction channels per tap as packed (vnni: a multiple of 4) */
+    size_t  b_row;       /* bytes of packed weights per reduction index */
+    size_t  a_es;        /* bytes of one A value (x as read by the kernel) */
+    size_t  wp, bp, zero, psum, xbuf, slots, slot_bytes, total;
 } ig_geom;
 
 static size_t align64(size_t v) { return (v + 63) & ~(size_t)63; }
@@ -76,6 +81,12 @@ static ig_geom ig_geom_of(const xconv_canon *p)
     q.g = xconv__igemm_geom(p->ct);
     const size_t cs = xconv__ctype_size(p->ct);
     const bool tr = p->op == XCONV_OP_CONV_TRANSPOSE;
+    /* 8-bit conv with a y of at most 32 bits (u32 compute type): VNNI byte kernels */
+    if (!tr && p->ct == XCONV_CT_U32 && p->groups == 1 &&
+        (p->x_dtype == XCONV_DTYPE_I8 || p->x_dtype == XCONV_DTYPE_U8)) {
+        const xconv_igemm_geom *v = xconv__igemm_geom_vnni(p->x_dtype == XCONV_DTYPE_I8);
+        if (v) q.g = v, q.vnni = true, q.x_unsigned = p->x_dtype == XCONV_DTYPE_I8;
+    }
     const bool padded = p->pad_lo[0] || p->pad_hi[0] || p->pad_lo[1] || p->pad_hi[1] ||
                         p->pad_lo[2] || p->pad_hi[2];
     const bool direct_x = xconv__same_bits(p->ct, p->x_dtype) && p->x_sc == 1;
@@ -84,34 +95,39 @@ static ig_geom ig_geom_of(const xconv_canon *p)
     for (int i = 0; i < 3; i++)
         pad_elems *= (double)p->x_size[i] + (double)p->pad_lo[i] + (double)p->pad_hi[i];
     const bool pad_ok = !tr && pad_elems <= 2.0 * x_elems + 65536.0;
-    q.copy = !direct_x || (!tr && padded && p->cin_g < IG_SHORT_RUN && pad_ok);
+    q.copy = q.vnni || !direct_x || (!tr && padded && p->cin_g < IG_SHORT_RUN && pad_ok);
     q.pad_copy = q.copy && pad_ok;
     const bool row_dense = q.copy ? true : p->x_ss[2] == p->cin;
     q.merge = !tr && p->dil[2] == 1 && p->groups == 1 && row_dense &&
               (q.pad_copy || (p->pad_lo[2] == 0 && p->pad_hi[2] == 0));
-    q.len = q.merge ? p->k_size[2] * p->cin_g : p->cin_g;
+    q.cin_r = q.vnni ? (p->cin_g + 3) / 4 * 4 : p->cin_g;
+    q.len = q.merge ? p->k_size[2] * q.cin_r : q.cin_r;
     q.runs = q.merge ? p->k_size[0] * p->k_size[1] : xconv__prod3(p->k_size);
     q.max_runs = xconv__prod3(p->k_size);
     q.y_direct = xconv__same_bits(p->ct, p->y_dtype) && p->y_sc == 1;
     if (!q.g) return q;
     q.panels = (p->cout_g + q.g->nr - 1) / q.g->nr;
     q.row_bytes = (size_t)q.g->nr * cs;
+    q.b_row = q.vnni ? (size_t)q.g->nr : q.row_bytes;
+    q.a_es = q.vnni ? 1 : cs;
     q.group = IG_PTR_BUDGET / (q.max_runs * (q.g->mr + 1));
     q.group = q.group < 1 ? 1 : q.group > IG_GROUP_TILES ? IG_GROUP_TILES : q.group;
-    q.kc = (int64_t)(IG_KC_BYTES / q.row_bytes);
+    q.kc = (int64_t)(IG_KC_BYTES / q.b_row);
     if (q.kc < 8) q.kc = 8;
+    q.kc -= q.kc % 4;
     for (int i = 0; i < 3; i++)
         q.xp[i] = p->x_size[i] + (q.pad_copy ? p->pad_lo[i] + p->pad_hi[i] : 0);
-    const size_t img_bytes = (size_t)xconv__prod3(q.xp) * (size_t)p->cin * cs;
+    const size_t img_bytes = (size_t)xconv__prod3(q.xp) * (size_t)(q.vnni ? q.cin_r : p->cin) * q.a_es;
     q.chunk_n = p->n;
     if (q.copy) {
         int64_t fit = (int64_t)(IG_CHUNK_BYTES / (img_bytes ? img_bytes : 1));
         q.chunk_n = fit < 1 ? 1 : fit < p->n ? fit : p->n;
     }
     q.wp = 0;
-    q.bp = align64(q.row_bytes * (size_t)(p->groups * q.panels * xconv__prod3(p->k_size) * p->cin_g));
+    q.bp = align64(q.b_row * (size_t)(p->groups * q.panels * xconv__prod3(p->k_size) * q.cin_r));
     q.zero = q.bp + align64(q.row_bytes * (size_t)(p->groups * q.panels));
-    q.xbuf = q.zero + align64(cs * (size_t)q.len);
+    q.psum = q.zero + align64(q.a_es * (size_t)q.len);
+    q.xbuf = q.psum + (q.vnni ? align64(sizeof(uint32_t) * (size_t)(q.panels * xconv__prod3(p->k_size) * q.g->nr)) : 0);
     q.slots = q.xbuf + (q.copy ? align64(img_bytes * (size_t)q.chunk_n) : 0);
     q.slot_bytes = ptr_bytes(&q) + align64((size_t)(q.group * q.g->mr) * q.row_bytes);
     q.total = q.slots + q.slot_bytes * (size_t)(p->threads > 0 ? p->threads : 1);
@@ -135,7 +151,7 @@ static double ig_cost(const xconv_canon *p)
 {
     const ig_geom q = ig_geom_of(p);
     if (!q.g) return 1e300;
-    double rate = strcmp(q.g->isa, "avx512") == 0 ? 0.12 : strcmp(q.g->isa, "avx2") == 0 ? 0.3 : 0.8;
+    double rate = q.vnni ? 0.04 : strcmp(q.g->isa, "avx512") == 0 ? 0.12 : strcmp(q.g->isa, "avx2") == 0 ? 0.3 : 0.8;
     double fill = (double)p->cout_g / (double)(q.panels * q.g->nr);
     double per_run = 1.0 + 8.0 / (double)q.len;
     double moved = q.copy ? (double)p->n * (double)p->cin * (double)xconv__prod3(q.xp) : 0.0;
@@ -228,6 +244,100 @@ static void convert_x_range(void *arg, int64_t begin, int64_t end, int slot)
     (void)slot;
 }
 
+/*
+ * VNNI packing. Weights become bytes grouped by four reduction indices, [panel, K, cin_r/4,
+ * nr, 4] (zeros past Cin and past the panel's channels), and each item also sums its block
+ * of w per output channel (psum [panel, K, nr], wrapping u32) for the x' shift correction.
+ */
+static void pack_weights_vnni_range(void *arg, int64_t begin, int64_t end, int slot)
+{
+    const ig_task *t = arg;
+    const xconv_canon *p = t->e->p;
+    const ig_geom *q = t->q;
+    const int64_t xes = (int64_t)xconv_dtype_size(p->x_dtype), kk = xconv__prod3(p->k_size);
+    const int nr = q->g->nr;
+    uint32_t tmp[64];
+    for (int64_t item = begin; item < end; item++) {
+        const int64_t k = item % kk, panel = item / kk;
+        const int64_t k0 = k / (p->k_size[1] * p->k_size[2]), k1 = k / p->k_size[2] % p->k_size[1],
+                      k2 = k % p->k_size[2];
+        const int64_t o0 = panel * nr;
+        const int64_t cnt = p->cout_g - o0 < nr ? p->cout_g - o0 : nr;
+        unsigned char *dst = (unsigned char *)t->e->workspace + q->wp + q->b_row * (size_t)(item * q->cin_r);
+        uint32_t *sum = (uint32_t *)((char *)t->e->workspace + q->psum) + item * nr;
+        memset(dst, 0, q->b_row * (size_t)q->cin_r);
+        memset(sum, 0, sizeof(uint32_t) * (size_t)nr);
+        for (int64_t ci = 0; ci < p->cin_g; ci++) {
+            const int64_t el = p->w_off + o0 * p->w_so + ci * p->w_si + k0 * p->w_sk[0] +
+                               k1 * p->w_sk[1] + k2 * p->w_sk[2];
+            xconv__load_row(XCONV_CT_U32, p->x_dtype, (const char *)t->e->w + el * xes, p->w_so, tmp, cnt);
+            unsigned char *grp = dst + (size_t)(ci / 4) * (size_t)nr * 4 + (size_t)(ci % 4);
+            for (int64_t j = 0; j < cnt; j++) {
+                grp[j * 4] = (unsigned char)tmp[j];
+                sum[j] += tmp[j];
+            }
+        }
+    }
+    (void)slot;
+}
+
+/* init = bias + the shift correction: -128 * sum(w) when x' = x + 128 is the unsigned
+ * operand (i8), +128 * sum(w) when x' = x - 128 is the signed one (u8); all mod 2^32. */
+static void vnni_init(const xconv_exec *e, const ig_geom *q)
+{
+    const xconv_canon *p = e->p;
+    const int nr = q->g->nr;
+    const int64_t kk = xconv__prod3(p->k_size);
+    uint32_t *init = (uint32_t *)((char *)e->workspace + q->bp);  /* panels rows of nr */
+    const uint32_t *psum = (const uint32_t *)((const char *)e->workspace + q->psum);
+    const uint32_t scale = q->x_unsigned ? (uint32_t)0 - 128u : 128u;
+    memset(init, 0, sizeof(uint32_t) * (size_t)(q->panels * nr));
+    for (int64_t panel = 0; panel < q->panels; panel++) {
+        const int64_t o0 = panel * nr;
+        const int64_t cnt = p->cout_g - o0 < nr ? p->cout_g - o0 : nr;
+        uint32_t *row = init + panel * nr;
+        if (p->has_bias)
+            xconv__load_row(XCONV_CT_U32, p->bias_dtype,
+                            (const char *)e->bias + (p->b_off + o0 * p->b_s) * (int64_t)xconv_dtype_size(p->bias_dtype),
+                            p->b_s, row, cnt);
+        for (int64_t k = 0; k < kk; k++)
+            for (int64_t j = 0; j < cnt; j++) row[j] += scale * psum[(panel * kk + k) * nr + j];
+    }
+}
+
+/* x as bytes x' = x ^ 0x80 in a padded channels-last buffer [image, xp0, xp1, xp2, cin_r];
+ * padding and the channels past Cin hold 0x80 (x = 0). item = (image, q0, q1). */
+static void convert_x_vnni_range(void *arg, int64_t begin, int64_t end, int slot)
+{
+    const ig_task *t = arg;
+    const xconv_canon *p = t->e->p;
+    const ig_geom *q = t->q;
+    const int64_t xes = (int64_t)xconv_dtype_size(p->x_dtype);
+    const bool pc = q->pad_copy;
+    const int64_t lo0 = pc ? p->pad_lo[0] : 0, lo1 = pc ? p->pad_lo[1] : 0, lo2 = pc ? p->pad_lo[2] : 0;
+    const size_t row_bytes = (size_t)(q->xp[2] * q->cin_r);
+    uint32_t tmp[64];
+    for (int64_t item = begin; item < end; item++) {
+        const int64_t b1 = item % q->xp[1], b0 = item / q->xp[1] % q->xp[0], nl = item / (q->xp[0] * q->xp[1]);
+        unsigned char *row = (unsigned char *)t->e->workspace + q->xbuf + row_bytes * (size_t)item;
+        memset(row, 0x80, row_bytes);
+        const int64_t a0 = b0 - lo0, a1 = b1 - lo1;
+        if (a0 < 0 || a0 >= p->x_size[0] || a1 < 0 || a1 >= p->x_size[1]) continue;
+        const int64_t base = p->x_off + (t->n0 + nl) * p->x_sn + a0 * p->x_ss[0] + a1 * p->x_ss[1];
+        for (int64_t a2 = 0; a2 < p->x_size[2]; a2++) {
+            unsigned char *px = row + (size_t)((lo2 + a2) * q->cin_r);
+            for (int64_t c0 = 0; c0 < p->cin; c0 += 64) {
+                const int64_t cnt = p->cin - c0 < 64 ? p->cin - c0 : 64;
+                xconv__load_row(XCONV_CT_U32, p->x_dtype,
+                                (const char *)t->e->x + (base + a2 * p->x_ss[2] + c0 * p->x_sc) * xes,
+                                p->x_sc, tmp, cnt);
+                for (int64_t c = 0; c < cnt; c++) px[c0 + c] = (unsigned char)(tmp[c] ^ 0x80u);
+            }
+        }
+    }
+    (void)slot;
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* The GEMM over tiles                                                                      */
 /* ---------------------------------------------------------------------------------------- */
@@ -246,12 +356,13 @@ static void set_source(ig_task *t)
     const xconv_canon *p = t->e->p;
     const ig_geom *q = t->q;
     if (q->copy) {
+        const int64_t ch = q->vnni ? q->cin_r : p->cin;
         t->src = (const char *)t->e->workspace + q->xbuf;
-        t->src_es = (int64_t)xconv__ctype_size(p->ct);
+        t->src_es = (int64_t)q->a_es;
         t->src_off = 0;
-        t->src_ss[2] = p->cin;
-        t->src_ss[1] = q->xp[2] * p->cin;
-        t->src_ss[0] = q->xp[1] * q->xp[2] * p->cin;
+        t->src_ss[2] = ch;
+        t->src_ss[1] = q->xp[2] * ch;
+        t->src_ss[0] = q->xp[1] * q->xp[2] * ch;
         t->src_sn = q->xp[0] * t->src_ss[0];
     } else {
         t->src = (const char *)t->e->x;
@@ -308,7 +419,7 @@ static int64_t conv_tile(const ig_task *t, int64_t g, int64_t tile, const char *
                 const int64_t d0 = k0 * p->dil[0], d1 = k1 * p->dil[1], d2 = k2 * p->dil[2];
                 const uint64_t off = (uint64_t)d0 * (uint64_t)t->src_ss[0] +
                                      (uint64_t)d1 * (uint64_t)t->src_ss[1] + (uint64_t)d2 * (uint64_t)t->src_ss[2];
-                b[r] = wpanel + q->row_bytes * (size_t)(k * p->cin_g);
+                b[r] = wpanel + q->b_row * (size_t)(k * q->cin_r);
                 for (int i = 0; i < mr; i++) {
                     bool in = pos[i][0] >= 0;
                     if (check)
@@ -360,7 +471,7 @@ static int64_t transpose_tile(const ig_task *t, int64_t g, int64_t tile, const c
                 const int64_t e2r = r2 + p->pad_lo[2] - k2 * p->dil[2];
                 if (((e2r % s2) + s2) % s2 != 0) continue;
                 const int64_t k = (k0 * p->k_size[1] + k1) * p->k_size[2] + k2;
-                b[r] = wpanel + q->row_bytes * (size_t)(k * p->cin_g);
+                b[r] = wpanel + q->b_row * (size_t)(k * q->cin_r);
                 for (int i = 0; i < mr; i++) {
                     const int64_t e2 = pos[i][3] + p->pad_lo[2] - k2 * p->dil[2];
                     const int64_t qp[3] = {e0 / p->stride[0], e1 / p->stride[1], e2 >= 0 ? e2 / s2 : -1};
@@ -411,7 +522,7 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
     const xconv_canon *p = e->p;
     const ig_geom *q = t->q;
     const int mr = q->g->mr;
-    const size_t cs = xconv__ctype_size(p->ct), yes = xconv_dtype_size(p->y_dtype);
+    const size_t yes = xconv_dtype_size(p->y_dtype);
     const int64_t gt = q->group, mx = q->max_runs;
     char *scratch = (char *)e->workspace + q->slots + q->slot_bytes * (size_t)slot;
     const void **a = (const void **)scratch;         /* [gt][mx * mr] */
@@ -431,8 +542,9 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
         if (count > gt) count = gt;
         const int64_t panel = gp % q->panels, g = gp / q->panels;
         const char *wpanel = (const char *)e->workspace + q->wp +
-                             q->row_bytes * (size_t)(gp * xconv__prod3(p->k_size) * p->cin_g);
-        const void *init = p->has_bias ? (const char *)e->workspace + q->bp + q->row_bytes * (size_t)gp : NULL;
+                             q->b_row * (size_t)(gp * xconv__prod3(p->k_size) * q->cin_r);
+        const void *init = p->has_bias || q->vnni ? (const char *)e->workspace + q->bp + q->row_bytes * (size_t)gp
+                                                  : NULL;
         const int64_t co = g * p->cout_g + panel * q->g->nr;
         const int cnt = (int)(p->cout_g - panel * q->g->nr < q->g->nr ? p->cout_g - panel * q->g->nr : q->g->nr);
         int64_t longest = 0;
@@ -481,8 +593,8 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
                         const ig_tile *tl = &tiles[ti];
                         if (tl->done || r >= tl->runs) continue;
                         const void **at = a + ti * mx * mr + r * mr;
-                        for (int i = 0; i < mr; i++) a1[i] = (const char *)at[i] + (size_t)c0 * cs;
-                        b1[0] = (const char *)b[ti * mx + r] + (size_t)c0 * q->row_bytes;
+                        for (int i = 0; i < mr; i++) a1[i] = (const char *)at[i] + (size_t)c0 * q->a_es;
+                        b1[0] = (const char *)b[ti * mx + r] + (size_t)c0 * q->b_row;
                         q->g->kernel(1, kl, a1, b1, init, c + ti * mr, tl->m, cnt, r > 0 || c0 > 0);
                     }
                 }
@@ -505,8 +617,11 @@ static xconv_status ig_run(const xconv_exec *e, xconv_error *err)
     char *ws = e->workspace;
     ig_task t = {.e = e, .q = &q};
 
-    xconv__parallel_for_slot(e->ctx, p->groups * q.panels * xconv__prod3(p->k_size), pack_weights_range, &t);
-    if (p->has_bias) {
+    xconv__parallel_for_slot(e->ctx, p->groups * q.panels * xconv__prod3(p->k_size),
+                             q.vnni ? pack_weights_vnni_range : pack_weights_range, &t);
+    if (q.vnni) {
+        vnni_init(e, &q);
+    } else if (p->has_bias) {
         char *tmp = ws + q.slots + ptr_bytes(&q);
         for (int64_t g = 0; g < p->groups; g++)
             for (int64_t panel = 0; panel < q.panels; panel++) {
@@ -518,12 +633,14 @@ static xconv_status ig_run(const xconv_exec *e, xconv_error *err)
                 put_row(&q, tmp, ws + q.bp + q.row_bytes * (size_t)(g * q.panels + panel), cnt, cs);
             }
     }
-    memset(ws + q.zero, 0, cs * (size_t)q.len);
+    memset(ws + q.zero, q.vnni ? 0x80 : 0, q.a_es * (size_t)q.len); /* vnni: x' of x = 0 */
 
     for (int64_t n0 = 0; n0 < p->n; n0 += q.chunk_n) {
         t.n0 = n0;
         t.nb = p->n - n0 < q.chunk_n ? p->n - n0 : q.chunk_n;
-        if (q.copy) xconv__parallel_for_slot(e->ctx, t.nb * q.xp[0] * q.xp[1], convert_x_range, &t);
+        if (q.copy)
+            xconv__parallel_for_slot(e->ctx, t.nb * q.xp[0] * q.xp[1],
+                                     q.vnni ? convert_x_vnni_range : convert_x_range, &t);
         set_source(&t);
         if (p->op == XCONV_OP_CONV) {
             t.tiles = (t.nb * xconv__prod3(p->y_size) + q.g->mr - 1) / q.g->mr;

@@ -40,4 +40,8 @@ const xconv_igemm_geom *xconv__igemm_geom(xconv_ctype ct);
 /* The kernel variant `isa` for ct, or NULL when this CPU cannot run it (for tests). */
 const xconv_igemm_geom *xconv__igemm_geom_isa(xconv_ctype ct, const char *isa);
 
+/* The AVX512-VNNI byte kernels (igemm_vnni.c, their own byte-grouped contract): the i8
+ * variant (x' unsigned operand) or the u8 one; NULL when the CPU lacks VNNI. */
+const xconv_igemm_geom *xconv__igemm_geom_vnni(bool x_unsigned_operand);
+
 #endif

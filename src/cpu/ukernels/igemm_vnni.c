@@ -1,0 +1,101 @@
+/*
+ * igemm_vnni.c — 8-bit integer indirect-GEMM kernels on AVX512-VNNI (vpdpbusd: four u8 x s8
+ * products summed into each s32 lane), for i8 and u8 convolutions whose y has at most 32
+ * bits. s32 lanes wrap, which is exactly DESIGN.md §2's "sum modulo 2^32".
+ *
+ * vpdpbusd multiplies an unsigned by a signed byte, so x is stored shifted: x' = x ^ 0x80,
+ * i.e. x + 128 for i8 (an unsigned byte) and x - 128 for u8 (a signed byte); padding is
+ * 0x80 (x = 0). The shift is undone by the caller's init: -128 * sum(w) for i8 (x' is the
+ * unsigned operand, w the signed one), +128 * sum(w) for u8 (w is the unsigned operand).
+ *
+ * Contract: that of igemm.h with ct u32 (s32 bits), except that values are bytes grouped by
+ * four along the reduction: len is a multiple of 4; a[t*mr + i] points at len bytes of x';
+ * b[t] at len/4 groups of nr*4 bytes (output channel j's four bytes at j*4); init and c are
+ * nr int32 per row.
+ */
+#include "cpu/ukernels/igemm.h"
+
+#include <string.h>
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+
+#define VNNI_MR 6
+#define VNNI_NV 4 /* 4 zmm of 16 lanes: nr = 64 */
+
+/* x_unsigned: x' is the unsigned operand (i8 x); else w is (u8 x). Inlined into the two
+ * wrappers so the operand order is a constant. */
+static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vnni"))) void
+vnni_body(bool x_unsigned, int64_t ntaps, int64_t len, const void *const *a, const void *const *b,
+          const void *init, void *const *c, int m, int n, int accumulate)
+{
+    __m512i acc[VNNI_MR][VNNI_NV];
+    __mmask16 mask[VNNI_NV];
+    for (int v = 0; v < VNNI_NV; v++) {
+        const int live = n - v * 16;
+        mask[v] = live >= 16 ? (__mmask16)0xffff : live <= 0 ? (__mmask16)0 : (__mmask16)((1u << live) - 1);
+    }
+    for (int v = 0; v < VNNI_NV; v++) {
+        __m512i iv = init && !accumulate ? _mm512_loadu_si512((const char *)init + v * 64)
+                                         : _mm512_setzero_si512();
+        for (int r = 0; r < VNNI_MR; r++) acc[r][v] = iv;
+    }
+    if (accumulate)
+        for (int r = 0; r < m; r++)
+            for (int v = 0; v < VNNI_NV; v++)
+                acc[r][v] = _mm512_maskz_loadu_epi32(mask[v], (const int32_t *)c[r] + v * 16);
+    for (int64_t t = 0; t < ntaps; t++) {
+        const unsigned char *ap[VNNI_MR];
+        for (int r = 0; r < VNNI_MR; r++) ap[r] = (const unsigned char *)a[t * VNNI_MR + r];
+        const unsigned char *bp = (const unsigned char *)b[t];
+        for (int64_t l = 0; l < len; l += 4, bp += VNNI_NV * 64) {
+            __m512i bv[VNNI_NV];
+            for (int v = 0; v < VNNI_NV; v++) bv[v] = _mm512_loadu_si512(bp + v * 64);
+            for (int r = 0; r < VNNI_MR; r++) {
+                int32_t quad;
+                memcpy(&quad, ap[r] + l, 4);
+                const __m512i av = _mm512_set1_epi32(quad);
+                for (int v = 0; v < VNNI_NV; v++)
+                    acc[r][v] = x_unsigned ? _mm512_dpbusd_epi32(acc[r][v], av, bv[v])
+                                           : _mm512_dpbusd_epi32(acc[r][v], bv[v], av);
+            }
+        }
+    }
+    for (int r = 0; r < m; r++)
+        for (int v = 0; v < VNNI_NV; v++)
+            _mm512_mask_storeu_epi32((int32_t *)c[r] + v * 16, mask[v], acc[r][v]);
+}
+
+static __attribute__((target("avx512f,avx512bw,avx512vnni"))) void
+vnni_i8(int64_t ntaps, int64_t len, const void *const *a, const void *const *b, const void *init,
+        void *const *c, int m, int n, int accumulate)
+{
+    vnni_body(true, ntaps, len, a, b, init, c, m, n, accumulate);
+}
+
+static __attribute__((target("avx512f,avx512bw,avx512vnni"))) void
+vnni_u8(int64_t ntaps, int64_t len, const void *const *a, const void *const *b, const void *init,
+        void *const *c, int m, int n, int accumulate)
+{
+    vnni_body(false, ntaps, len, a, b, init, c, m, n, accumulate);
+}
+
+static const xconv_igemm_geom VNNI_GEOMS[2] = {
+    {XCONV_CT_U32, "avx512vnni", VNNI_MR, VNNI_NV * 16, 1, vnni_i8},
+    {XCONV_CT_U32, "avx512vnni", VNNI_MR, VNNI_NV * 16, 1, vnni_u8},
+};
+
+const xconv_igemm_geom *xconv__igemm_geom_vnni(bool x_unsigned_operand)
+{
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+        !__builtin_cpu_supports("avx512vnni"))
+        return NULL;
+    return &VNNI_GEOMS[x_unsigned_operand ? 0 : 1];
+}
+#else
+const xconv_igemm_geom *xconv__igemm_geom_vnni(bool x_unsigned_operand)
+{
+    (void)x_unsigned_operand;
+    return NULL;
+}
+#endif
