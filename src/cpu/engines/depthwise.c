@@ -22,38 +22,8 @@
 #define XCONV_DW_CLONES
 #endif
 
-#define XCONV_T u32
-#define XCONV_CT uint32_t
-#define XCONV_MAC(acc, a, b) ((acc) += (a) * (b))
-#include "cpu/engines/depthwise.tmpl.h"
-
-#define XCONV_T u64
-#define XCONV_CT uint64_t
-#define XCONV_MAC(acc, a, b) ((acc) += (a) * (b))
-#include "cpu/engines/depthwise.tmpl.h"
-
-#define XCONV_T f32
-#define XCONV_CT float
-#define XCONV_MAC(acc, a, b) ((acc) += (a) * (b))
-#include "cpu/engines/depthwise.tmpl.h"
-
-#define XCONV_T f64
-#define XCONV_CT double
-#define XCONV_MAC(acc, a, b) ((acc) += (a) * (b))
-#include "cpu/engines/depthwise.tmpl.h"
-
-#define XCONV_CMAC(acc, a, b)                                                            \
-    ((acc).re += (a).re * (b).re - (a).im * (b).im, (acc).im += (a).re * (b).im + (a).im * (b).re)
-
-#define XCONV_T c64
-#define XCONV_CT xconv_c64
-#define XCONV_MAC XCONV_CMAC
-#include "cpu/engines/depthwise.tmpl.h"
-
-#define XCONV_T c128
-#define XCONV_CT xconv_c128
-#define XCONV_MAC XCONV_CMAC
-#include "cpu/engines/depthwise.tmpl.h"
+#define XCONV_TEMPLATE "cpu/engines/depthwise.tmpl.h"
+#include "cpu/instantiate_ct.h"
 
 static bool channels_inner(const xconv_canon *p) { return p->x_sc == 1 && p->y_sc == 1; }
 

@@ -28,51 +28,14 @@
 #define XG_AVX2_MR_CPLX    3
 #define XG_AVX512_MR       8
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#define XG_X86           1
-#define XG_TARGET_AVX2   __attribute__((target("avx2,fma")))
-#define XG_TARGET_AVX512 __attribute__((target("avx512f,avx512dq")))
-#else
-#define XG_X86 0
-#endif
+#include "cpu/isa.h"
+#define XG_X86           XCONV_X86
+#define XG_TARGET_AVX2   XCONV_TARGET_AVX2
+#define XG_TARGET_AVX512 XCONV_TARGET_AVX512
+#define XG_UNROLL        XCONV_UNROLL
 
-#if defined(__clang__)
-#define XG_UNROLL _Pragma("unroll")
-#elif defined(__GNUC__)
-#define XG_UNROLL _Pragma("GCC unroll 16")
-#else
-#define XG_UNROLL
-#endif
-
-#define XCONV_T     u32
-#define XCONV_RT    uint32_t
-#define XCONV_NCOMP 1
-#include "gemm.tmpl.h"
-
-#define XCONV_T     u64
-#define XCONV_RT    uint64_t
-#define XCONV_NCOMP 1
-#include "gemm.tmpl.h"
-
-#define XCONV_T     f32
-#define XCONV_RT    float
-#define XCONV_NCOMP 1
-#include "gemm.tmpl.h"
-
-#define XCONV_T     f64
-#define XCONV_RT    double
-#define XCONV_NCOMP 1
-#include "gemm.tmpl.h"
-
-#define XCONV_T     c64
-#define XCONV_RT    float
-#define XCONV_NCOMP 2
-#include "gemm.tmpl.h"
-
-#define XCONV_T     c128
-#define XCONV_RT    double
-#define XCONV_NCOMP 2
-#include "gemm.tmpl.h"
+#define XCONV_TEMPLATE "cpu/engines/gemm.tmpl.h"
+#include "cpu/instantiate_rt.h"
 
 /* ---------------------------------------------------------------------------------------- */
 /* Geometry                                                                                 */

@@ -11,38 +11,8 @@
 
 #include <string.h>
 
-#define XCONV_T u32
-#define XCONV_CT uint32_t
-#define XCONV_MAC(acc, a, b) ((acc) += (a) * (b))
-#include "cpu/engines/ref.tmpl.h"
-
-#define XCONV_T u64
-#define XCONV_CT uint64_t
-#define XCONV_MAC(acc, a, b) ((acc) += (a) * (b))
-#include "cpu/engines/ref.tmpl.h"
-
-#define XCONV_T f32
-#define XCONV_CT float
-#define XCONV_MAC(acc, a, b) ((acc) += (a) * (b))
-#include "cpu/engines/ref.tmpl.h"
-
-#define XCONV_T f64
-#define XCONV_CT double
-#define XCONV_MAC(acc, a, b) ((acc) += (a) * (b))
-#include "cpu/engines/ref.tmpl.h"
-
-#define XCONV_CMAC(acc, a, b)                                                            \
-    ((acc).re += (a).re * (b).re - (a).im * (b).im, (acc).im += (a).re * (b).im + (a).im * (b).re)
-
-#define XCONV_T c64
-#define XCONV_CT xconv_c64
-#define XCONV_MAC XCONV_CMAC
-#include "cpu/engines/ref.tmpl.h"
-
-#define XCONV_T c128
-#define XCONV_CT xconv_c128
-#define XCONV_MAC XCONV_CMAC
-#include "cpu/engines/ref.tmpl.h"
+#define XCONV_TEMPLATE "cpu/engines/ref.tmpl.h"
+#include "cpu/instantiate_ct.h"
 
 /* Workspace layout, each part 64-byte aligned: xp, wp, bp, yp. */
 typedef struct ref_layout { size_t xp, wp, bp, yp, total; } ref_layout;

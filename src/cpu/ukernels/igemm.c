@@ -15,45 +15,15 @@
 #define XI_MAX_MR 6
 #define XI_MAX_NV 4
 
-#if defined(__clang__)
-#define XI_UNROLL _Pragma("unroll")
-#else
-#define XI_UNROLL _Pragma("GCC unroll 16")
-#endif
-
-#if defined(__GNUC__) && defined(__x86_64__)
-#define XI_X86 1
-#define XI_TARGET_avx512 __attribute__((target("avx512f,avx512dq,fma")))
-#define XI_TARGET_avx2   __attribute__((target("avx2,fma")))
-#else
-#define XI_X86 0
-#endif
+#include "cpu/isa.h"
+#define XI_UNROLL        XCONV_UNROLL
+#define XI_X86           XCONV_X86
+#define XI_TARGET_avx512 XCONV_TARGET_AVX512
+#define XI_TARGET_avx2   XCONV_TARGET_AVX2
 #define XI_TARGET_generic
 
-#define XCONV_T     u32
-#define XCONV_RT    uint32_t
-#define XCONV_NCOMP 1
-#include "cpu/ukernels/igemm.tmpl.h"
-#define XCONV_T     u64
-#define XCONV_RT    uint64_t
-#define XCONV_NCOMP 1
-#include "cpu/ukernels/igemm.tmpl.h"
-#define XCONV_T     f32
-#define XCONV_RT    float
-#define XCONV_NCOMP 1
-#include "cpu/ukernels/igemm.tmpl.h"
-#define XCONV_T     f64
-#define XCONV_RT    double
-#define XCONV_NCOMP 1
-#include "cpu/ukernels/igemm.tmpl.h"
-#define XCONV_T     c64
-#define XCONV_RT    float
-#define XCONV_NCOMP 2
-#include "cpu/ukernels/igemm.tmpl.h"
-#define XCONV_T     c128
-#define XCONV_RT    double
-#define XCONV_NCOMP 2
-#include "cpu/ukernels/igemm.tmpl.h"
+#define XCONV_TEMPLATE "cpu/ukernels/igemm.tmpl.h"
+#include "cpu/instantiate_rt.h"
 
 /* One wrapper: fixes (mr, nv) as constants so the body's loops unroll into registers. */
 #define XI_WRAPPER(t, isa, mr, nv)                                                           \
