@@ -108,12 +108,17 @@ __device__ __forceinline__ float mini_decode(const minifloat mf, uint32_t v)
     const float sign = (v >> (mf.total_bits - 1)) ? -1.0f : 1.0f;
     const uint32_t mant = mag & ((1u << mf.mbits) - 1);
     const int exp_field = (int)(mag >> mf.mbits);
-    if (mag > mf.max_finite) return mf.has_inf && mant == 0 ? sign * __int_as_float(0x7f800000) : __int_as_float(0x7fc00000);
+    if (mag > mf.max_finite)
+        return mf.has_inf && mant == 0 ? sign * __int_as_float(0x7f800000)
+                                       : __int_as_float(0x7fc00000);
     if (exp_field == 0) return sign * ldexpf((float)mant, 1 - mf.bias - mf.mbits);
     return sign * ldexpf((float)(mant | (1u << mf.mbits)), exp_field - mf.bias - mf.mbits);
 }
 
-__device__ __forceinline__ float bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
+__device__ __forceinline__ float bf16_to_f32(uint16_t h)
+{
+    return __uint_as_float((uint32_t)h << 16);
+}
 
 __device__ __forceinline__ uint16_t f32_to_bf16(float f)
 {
@@ -206,29 +211,59 @@ template <class T> struct ops;
 
 template <> struct ops<uint32_t> {
     static __device__ __forceinline__ uint32_t zero() { return 0u; }
-    static __device__ __forceinline__ uint32_t load(xconv_dtype d, const void *b, int64_t i) { return (uint32_t)load_int(d, b, i); }
-    static __device__ __forceinline__ void store(xconv_dtype d, void *b, int64_t i, uint32_t v) { store_int(d, b, i, v); }
-    static __device__ __forceinline__ void mac(uint32_t &acc, uint32_t a, uint32_t w) { acc += a * w; }
+    static __device__ __forceinline__ uint32_t load(xconv_dtype d, const void *b, int64_t i)
+    {
+        return (uint32_t)load_int(d, b, i);
+    }
+    static __device__ __forceinline__ void store(xconv_dtype d, void *b, int64_t i, uint32_t v)
+    {
+        store_int(d, b, i, v);
+    }
+    static __device__ __forceinline__ void mac(uint32_t &acc, uint32_t a, uint32_t w)
+    {
+        acc += a * w;
+    }
 };
 
 template <> struct ops<uint64_t> {
     static __device__ __forceinline__ uint64_t zero() { return 0u; }
-    static __device__ __forceinline__ uint64_t load(xconv_dtype d, const void *b, int64_t i) { return load_int(d, b, i); }
-    static __device__ __forceinline__ void store(xconv_dtype d, void *b, int64_t i, uint64_t v) { store_int(d, b, i, v); }
-    static __device__ __forceinline__ void mac(uint64_t &acc, uint64_t a, uint64_t w) { acc += a * w; }
+    static __device__ __forceinline__ uint64_t load(xconv_dtype d, const void *b, int64_t i)
+    {
+        return load_int(d, b, i);
+    }
+    static __device__ __forceinline__ void store(xconv_dtype d, void *b, int64_t i, uint64_t v)
+    {
+        store_int(d, b, i, v);
+    }
+    static __device__ __forceinline__ void mac(uint64_t &acc, uint64_t a, uint64_t w)
+    {
+        acc += a * w;
+    }
 };
 
 template <> struct ops<float> {
     static __device__ __forceinline__ float zero() { return 0.0f; }
-    static __device__ __forceinline__ float load(xconv_dtype d, const void *b, int64_t i) { return load_f32(d, b, i); }
-    static __device__ __forceinline__ void store(xconv_dtype d, void *b, int64_t i, float v) { store_f32(d, b, i, v); }
+    static __device__ __forceinline__ float load(xconv_dtype d, const void *b, int64_t i)
+    {
+        return load_f32(d, b, i);
+    }
+    static __device__ __forceinline__ void store(xconv_dtype d, void *b, int64_t i, float v)
+    {
+        store_f32(d, b, i, v);
+    }
     static __device__ __forceinline__ void mac(float &acc, float a, float w) { acc += a * w; }
 };
 
 template <> struct ops<double> {
     static __device__ __forceinline__ double zero() { return 0.0; }
-    static __device__ __forceinline__ double load(xconv_dtype d, const void *b, int64_t i) { return load_f64(d, b, i); }
-    static __device__ __forceinline__ void store(xconv_dtype d, void *b, int64_t i, double v) { store_f64(d, b, i, v); }
+    static __device__ __forceinline__ double load(xconv_dtype d, const void *b, int64_t i)
+    {
+        return load_f64(d, b, i);
+    }
+    static __device__ __forceinline__ void store(xconv_dtype d, void *b, int64_t i, double v)
+    {
+        store_f64(d, b, i, v);
+    }
     static __device__ __forceinline__ void mac(double &acc, double a, double w) { acc += a * w; }
 };
 

@@ -56,8 +56,10 @@ bool phase(const xconv_canon *p, const int64_t r[3], xconv_canon *q)
 
 bool deconv_supports(const xconv_canon *p, const char **why_not)
 {
-    if (p->device != XCONV_DEVICE_CUDA) return *why_not = "cuda.deconv_tc runs on cuda tensors only", false;
-    if (p->op != XCONV_OP_CONV_TRANSPOSE) return *why_not = "cuda.deconv_tc runs conv_transpose only", false;
+    if (p->device != XCONV_DEVICE_CUDA)
+        return *why_not = "cuda.deconv_tc runs on cuda tensors only", false;
+    if (p->op != XCONV_OP_CONV_TRANSPOSE)
+        return *why_not = "cuda.deconv_tc runs conv_transpose only", false;
     for (int d = 0; d < 3; d++)
         if (p->stride[d] > MAX_PHASES || p->dil[d] > (1 << 30) || p->pad_lo[d] > (1 << 30))
             return *why_not = "cuda.deconv_tc: stride, dilation or padding too large", false;
@@ -108,5 +110,6 @@ xconv_status deconv_run(const xconv_exec *e, xconv_error *err)
 } /* namespace */
 
 extern "C" const xconv_engine xconv__engine_cuda_deconv = {
-    "cuda.deconv_tc", XCONV_DEVICE_CUDA, deconv_supports, deconv_workspace_bytes, deconv_cost, deconv_run,
+    "cuda.deconv_tc",       XCONV_DEVICE_CUDA, deconv_supports,
+    deconv_workspace_bytes, deconv_cost,       deconv_run,
 };

@@ -121,9 +121,10 @@ dw_tile(const xconv_canon p, const char *__restrict__ x, const char *__restrict_
                 for (int cc = 0; cc < 2; cc++) {
                     const int col = lane + 32 * cc;
                     const int64_t q2 = q2_0 + col;
-                    v[rr][cc] = rok && col < tg.iw && q2 >= 0 && q2 < p.x_size[2]
-                                    ? ops<T>::load(p.x_dtype, x, xr + q1 * p.x_ss[1] + q2 * p.x_ss[2])
-                                    : ops<T>::zero();
+                    v[rr][cc] =
+                        rok && col < tg.iw && q2 >= 0 && q2 < p.x_size[2]
+                            ? ops<T>::load(p.x_dtype, x, xr + q1 * p.x_ss[1] + q2 * p.x_ss[2])
+                            : ops<T>::zero();
                 }
             }
 #pragma unroll
@@ -131,7 +132,8 @@ dw_tile(const xconv_canon p, const char *__restrict__ x, const char *__restrict_
                 const int row = r + rr * (THREADS / 32);
 #pragma unroll
                 for (int cc = 0; cc < 2; cc++)
-                    if (row < tg.ih && lane + 32 * cc < tg.iw) tile[row * tg.iw + lane + 32 * cc] = v[rr][cc];
+                    if (row < tg.ih && lane + 32 * cc < tg.iw)
+                        tile[row * tg.iw + lane + 32 * cc] = v[rr][cc];
             }
             /* columns past 64 (wide tiles) */
             for (int col = lane + 64; col < tg.iw; col += 32)
@@ -140,9 +142,10 @@ dw_tile(const xconv_canon p, const char *__restrict__ x, const char *__restrict_
                     const int row = r + rr * (THREADS / 32);
                     const int64_t q1 = q1_0 + row, q2 = q2_0 + col;
                     if (row < tg.ih)
-                        tile[row * tg.iw + col] = q1 >= 0 && q1 < p.x_size[1] && q2 >= 0 && q2 < p.x_size[2]
-                                                      ? ops<T>::load(p.x_dtype, x, xr + q1 * p.x_ss[1] + q2 * p.x_ss[2])
-                                                      : ops<T>::zero();
+                        tile[row * tg.iw + col] =
+                            q1 >= 0 && q1 < p.x_size[1] && q2 >= 0 && q2 < p.x_size[2]
+                                ? ops<T>::load(p.x_dtype, x, xr + q1 * p.x_ss[1] + q2 * p.x_ss[2])
+                                : ops<T>::zero();
                 }
         }
         __syncthreads();
@@ -193,8 +196,12 @@ dw_cl(const xconv_canon p, const char *__restrict__ x, const char *__restrict__ 
                 for (int64_t k2 = 0; k2 < p.k_size[2]; k2++) {
                     const int64_t q2 = j2 * p.stride[2] + k2 * p.dil[2] - p.pad_lo[2];
                     if (q2 < 0 || q2 >= p.x_size[2]) continue;
-                    ops<T>::mac(acc, ops<T>::load(p.x_dtype, x, xb + q0 * p.x_ss[0] + q1 * p.x_ss[1] + q2 * p.x_ss[2]),
-                                ops<T>::load(p.x_dtype, w, wb + k0 * p.w_sk[0] + k1 * p.w_sk[1] + k2 * p.w_sk[2]));
+                    ops<T>::mac(
+                        acc,
+                        ops<T>::load(p.x_dtype, x,
+                                     xb + q0 * p.x_ss[0] + q1 * p.x_ss[1] + q2 * p.x_ss[2]),
+                        ops<T>::load(p.x_dtype, w,
+                                     wb + k0 * p.w_sk[0] + k1 * p.w_sk[1] + k2 * p.w_sk[2]));
                 }
             }
         }
@@ -215,17 +222,26 @@ constexpr int VEC_WBYTES = 32 * 1024;  /* staged weights per block */
 template <xconv_dtype D> struct vec_traits;
 template <> struct vec_traits<XCONV_DTYPE_BF16> {
     static constexpr int V = 8;
-    static __device__ __forceinline__ float get(const uint32_t (&q)[4], int i) { return bf16_to_f32((uint16_t)(q[i >> 1] >> (16 * (i & 1)))); }
+    static __device__ __forceinline__ float get(const uint32_t (&q)[4], int i)
+    {
+        return bf16_to_f32((uint16_t)(q[i >> 1] >> (16 * (i & 1))));
+    }
     static __device__ __forceinline__ uint32_t bits(float f) { return f32_to_bf16(f); }
 };
 template <> struct vec_traits<XCONV_DTYPE_F16> {
     static constexpr int V = 8;
-    static __device__ __forceinline__ float get(const uint32_t (&q)[4], int i) { return f16_to_f32((uint16_t)(q[i >> 1] >> (16 * (i & 1)))); }
+    static __device__ __forceinline__ float get(const uint32_t (&q)[4], int i)
+    {
+        return f16_to_f32((uint16_t)(q[i >> 1] >> (16 * (i & 1))));
+    }
     static __device__ __forceinline__ uint32_t bits(float f) { return mini_encode(MF_F16, f); }
 };
 template <> struct vec_traits<XCONV_DTYPE_F32> {
     static constexpr int V = 4;
-    static __device__ __forceinline__ float get(const uint32_t (&q)[4], int i) { return __uint_as_float(q[i]); }
+    static __device__ __forceinline__ float get(const uint32_t (&q)[4], int i)
+    {
+        return __uint_as_float(q[i]);
+    }
     static __device__ __forceinline__ uint32_t bits(float f) { return __float_as_uint(f); }
 };
 
@@ -261,9 +277,11 @@ dw_vec(const xconv_canon p, const char *__restrict__ x, const char *__restrict__
     const int c0 = c_base + cg * V;
     float bv[V];
 #pragma unroll
-    for (int v = 0; v < V; v++) bv[v] = bias ? load_f32(p.bias_dtype, bias, p.b_off + (c0 + v) * p.b_s) : 0.0f;
+    for (int v = 0; v < V; v++)
+        bv[v] = bias ? load_f32(p.bias_dtype, bias, p.b_off + (c0 + v) * p.b_s) : 0.0f;
     /* positions < 2^32 (vec_ok): 32-bit divisions, far cheaper than 64-bit ones */
-    const uint32_t Y0 = (uint32_t)p.y_size[0], Y1 = (uint32_t)p.y_size[1], Y2 = (uint32_t)p.y_size[2];
+    const uint32_t Y0 = (uint32_t)p.y_size[0], Y1 = (uint32_t)p.y_size[1],
+                   Y2 = (uint32_t)p.y_size[2];
     /* positions whose loads are in flight together; 2 measured no faster for bf16 and 1.6x
      * slower for f32 (128 registers: 2 blocks per SM), so 1 */
     constexpr int PP = 1;
@@ -303,7 +321,8 @@ dw_vec(const xconv_canon p, const char *__restrict__ x, const char *__restrict__
                         const int64_t q2 = j2[pp] * p.stride[2] + k2 * p.dil[2] - p.pad_lo[2];
                         const int k = k1 * KS + k2;
                         okv[pp][k] = ok1 && q2 >= 0 && q2 < p.x_size[2];
-                        xv[pp][k] = okv[pp][k] ? __ldg((const uint4 *)(xr + q2 * p.x_ss[2] * ES)) : make_uint4(0, 0, 0, 0);
+                        xv[pp][k] = okv[pp][k] ? __ldg((const uint4 *)(xr + q2 * p.x_ss[2] * ES))
+                                               : make_uint4(0, 0, 0, 0);
                     }
                 }
             }
@@ -336,7 +355,9 @@ dw_vec(const xconv_canon p, const char *__restrict__ x, const char *__restrict__
                     for (int k2 = 0; k2 < K2; k2++, k++) {
                         const int64_t q2 = j2[0] * p.stride[2] + k2 * p.dil[2] - p.pad_lo[2];
                         if (!ok1 || q2 < 0 || q2 >= p.x_size[2]) continue;
-                        const uint4 qv = __ldg((const uint4 *)(xb + (q0 * p.x_ss[0] + q1 * p.x_ss[1] + q2 * p.x_ss[2]) * ES));
+                        const uint4 qv = __ldg((
+                            const uint4 *)(xb + (q0 * p.x_ss[0] + q1 * p.x_ss[1] + q2 * p.x_ss[2]) *
+                                                    ES));
                         const uint32_t q[4] = {qv.x, qv.y, qv.z, qv.w};
                         const float *wt = wk + k * cc + cg * V;
 #pragma unroll
@@ -419,9 +440,12 @@ dw_cf_direct(const xconv_canon p, const char *__restrict__ x, const char *__rest
 #pragma unroll
             for (int k2 = 0; k2 < KS; k2++)
                 if (okv[u][k1 * KS + k2])
-                    acc += xv[u][k1 * KS + k2] * load_f32(D, w, wb + k1 * p.w_sk[1] + k2 * p.w_sk[2]);
-        store_f32(p.y_dtype, y, p.y_off + n * p.y_sn + co * p.y_sc + j0[u] * p.y_ss[0] + j1[u] * p.y_ss[1] +
-                                    j2[u] * p.y_ss[2], acc);
+                    acc +=
+                        xv[u][k1 * KS + k2] * load_f32(D, w, wb + k1 * p.w_sk[1] + k2 * p.w_sk[2]);
+        store_f32(p.y_dtype, y,
+                  p.y_off + n * p.y_sn + co * p.y_sc + j0[u] * p.y_ss[0] + j1[u] * p.y_ss[1] +
+                      j2[u] * p.y_ss[2],
+                  acc);
     }
 }
 
@@ -438,7 +462,8 @@ bool cf_direct_ok(const xconv_canon *p)
     const xconv_dtype d = p->x_dtype;
     if (d != XCONV_DTYPE_BF16 && d != XCONV_DTYPE_F16 && d != XCONV_DTYPE_F32) return false;
     if (p->ct != XCONV_CT_F32 || !fixed_ks(p)) return false;
-    return (double)p->n * (double)p->cout * (double)xconv__prod3(p->y_size) < 4294965248.0; /* 2^32 - 2048: the last block's indices too */
+    return (double)p->n * (double)p->cout * (double)xconv__prod3(p->y_size) <
+           4294965248.0; /* 2^32 - 2048: the last block's indices too */
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -488,14 +513,18 @@ size_t ctype_bytes(xconv_ctype ct) { return xconv__ctype_size(ct); }
 
 bool dw_supports(const xconv_canon *p, const char **why_not)
 {
-    if (p->device != XCONV_DEVICE_CUDA) return *why_not = "cuda.depthwise runs on cuda tensors only", false;
+    if (p->device != XCONV_DEVICE_CUDA)
+        return *why_not = "cuda.depthwise runs on cuda tensors only", false;
     if (p->op != XCONV_OP_CONV) return *why_not = "cuda.depthwise runs conv only", false;
-    if (p->cin_g != 1) return *why_not = "cuda.depthwise needs one input channel per group (groups == cin)", false;
+    if (p->cin_g != 1)
+        return *why_not = "cuda.depthwise needs one input channel per group (groups == cin)", false;
     if (channels_fastest(p) || cf_direct_ok(p)) return true;
     tile_geom tg;
     if (!plan_tile(p, ctype_bytes(p->ct), &tg))
-        return *why_not = "cuda.depthwise: the kernel window does not fit its shared-memory tile", false;
-    if ((double)p->n * (double)p->cout * (double)p->y_size[0] * tg.tiles1 * tg.tiles2 > (double)INT32_MAX)
+        return *why_not = "cuda.depthwise: the kernel window does not fit its shared-memory tile",
+               false;
+    if ((double)p->n * (double)p->cout * (double)p->y_size[0] * tg.tiles1 * tg.tiles2 >
+        (double)INT32_MAX)
         return *why_not = "cuda.depthwise: too many tiles for its grid", false;
     for (int d = 0; d < 3; d++)
         if (p->stride[d] > (1 << 20) || p->dil[d] > (1 << 20) || p->k_size[d] > (1 << 20))
@@ -525,14 +554,15 @@ template <class T> void launch_generic(const xconv_canon *p, const xconv_exec *e
     dw_tile<T><<<(unsigned)blocks, THREADS, tg.smem, st>>>(*p, x, w, b, y, tg);
 }
 
-template <xconv_dtype D> void launch_cf_direct(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
+template <xconv_dtype D>
+void launch_cf_direct(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
 {
     const int64_t total = p->n * p->cout * xconv__prod3(p->y_size);
     const int64_t per_block = (int64_t)THREADS * (fixed_ks(p) == 3 ? 4 : 1); /* OPT */
     const unsigned blocks = (unsigned)((total + per_block - 1) / per_block);
     auto kern = fixed_ks(p) == 3 ? dw_cf_direct<D, 3> : dw_cf_direct<D, 5>;
-    kern<<<blocks, THREADS, 0, st>>>(*p, (const char *)e->x, (const char *)e->w, (const char *)e->bias,
-                                     (char *)e->y, (uint32_t)total);
+    kern<<<blocks, THREADS, 0, st>>>(*p, (const char *)e->x, (const char *)e->w,
+                                     (const char *)e->bias, (char *)e->y, (uint32_t)total);
 }
 
 template <xconv_dtype D> void launch_vec(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
@@ -542,11 +572,13 @@ template <xconv_dtype D> void launch_vec(const xconv_canon *p, const xconv_exec 
     const int64_t groups = cc / V, per_pass = THREADS / groups;
     const int64_t positions = p->n * xconv__prod3(p->y_size);
     const int64_t per_block = per_pass * VEC_POS;
-    const dim3 grid((unsigned)((positions + per_block - 1) / per_block), (unsigned)((p->cin + cc - 1) / cc));
+    const dim3 grid((unsigned)((positions + per_block - 1) / per_block),
+                    (unsigned)((p->cin + cc - 1) / cc));
     const int ks = fixed_ks(p);
     auto kern = ks == 3 ? dw_vec<D, 3> : ks == 5 ? dw_vec<D, 5> : dw_vec<D, 0>;
     kern<<<grid, THREADS, (size_t)(kvol * cc * 4), st>>>(*p, (const char *)e->x, (const char *)e->w,
-                                                             (const char *)e->bias, (char *)e->y, (int)cc, positions);
+                                                         (const char *)e->bias, (char *)e->y,
+                                                         (int)cc, positions);
 }
 
 xconv_status dw_run(const xconv_exec *e, xconv_error *err)

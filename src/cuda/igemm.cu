@@ -53,29 +53,41 @@ template <> struct traits<kind::e4m3> { using acc = float; static constexpr int 
 template <> struct traits<kind::e5m2> { using acc = float; static constexpr int esize = 1; };
 
 /* One m16n8 tile's worth of K (32 bytes) on the tensor cores: d += a * b. */
-template <kind K> __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
-template <kind K> __device__ __forceinline__ void mma(int32_t (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
+template <kind K>
+__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                    uint32_t b1);
+template <kind K>
+__device__ __forceinline__ void mma(int32_t (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                    uint32_t b1);
 
-template <> __device__ __forceinline__ void mma<kind::bf16>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+template <>
+__device__ __forceinline__ void mma<kind::bf16>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                                uint32_t b1)
 {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-template <> __device__ __forceinline__ void mma<kind::f16>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+template <>
+__device__ __forceinline__ void mma<kind::f16>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                               uint32_t b1)
 {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 /* No .satfinite: the s32 sums wrap, which is the exact result modulo 2^32. */
-template <> __device__ __forceinline__ void mma<kind::s8>(int32_t (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+template <>
+__device__ __forceinline__ void mma<kind::s8>(int32_t (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                              uint32_t b1)
 {
     asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                  : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-template <> __device__ __forceinline__ void mma<kind::u8>(int32_t (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+template <>
+__device__ __forceinline__ void mma<kind::u8>(int32_t (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                              uint32_t b1)
 {
     asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                  : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
@@ -113,7 +125,10 @@ template <kind K> __device__ __forceinline__ uint32_t fp8x2_to_f16x2(uint32_t u,
  * and high byte pairs become the f16 fragment's k 2t,2t+1 and 2t+8,2t+9 in both A and B:
  * the same permutation of K on both sides, so the sum is the same. */
 
-__device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ uint32_t smem_addr(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
 
 /* 16 bytes global -> shared, zero-filled when !valid (padding, tails). */
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid)
@@ -139,14 +154,17 @@ template <int ES> __device__ __forceinline__ uint32_t gather_elem(const char *ba
 
 /* A tile row holds 8 chunks of 16 bytes; XOR-swizzling the chunk with the row's low bits puts
  * the 8 rows an ldmatrix phase reads on 8 distinct bank groups. */
-__device__ __forceinline__ int swz(int row, int chunk) { return row * BKB + ((chunk ^ (row & 7)) << 4); }
+__device__ __forceinline__ int swz(int row, int chunk)
+{
+    return row * BKB + ((chunk ^ (row & 7)) << 4);
+}
 
 /* One warp's 64 x 32 accumulators plus bias (bv: per tile column) into the shared-memory y
- * tile (rows from `tile`, columns from col0), rounded once to YD (a compile-time dtype: no per-element
- * switch). */
+ * tile (rows from `tile`, columns from col0), rounded once to YD (a compile-time dtype: no
+ * per-element switch). */
 template <xconv_dtype YD, class acc_t, class bias_t>
-__device__ __forceinline__ void tile_store(const acc_t (&acc)[4][4][4], const bias_t *bv, bool has_bias,
-                                           unsigned char *tile, int pitch, int col0)
+__device__ __forceinline__ void tile_store(const acc_t (&acc)[4][4][4], const bias_t *bv,
+                                           bool has_bias, unsigned char *tile, int pitch, int col0)
 {
 #pragma unroll
     for (int mt = 0; mt < 4; mt++)
@@ -238,20 +256,26 @@ igemm_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
             unsigned char *sb = sa + TILE_BYTES;
             const int64_t x_tap = (int64_t)k0 * D0 * p.x_ss[0] + (int64_t)k1 * D1 * p.x_ss[1] +
                                   (int64_t)k2 * D2 * p.x_ss[2] + (int64_t)c0 * p.x_sc;
-            const int64_t w_tap = k0 * p.w_sk[0] + k1 * p.w_sk[1] + k2 * p.w_sk[2] + (int64_t)c0 * p.w_si;
+            const int64_t w_tap =
+                k0 * p.w_sk[0] + k1 * p.w_sk[1] + k2 * p.w_sk[2] + (int64_t)c0 * p.w_si;
 #pragma unroll
             for (int i = 0; i < PASSES; i++) {
                 const int row = tid / CHUNKS + ROWS_PER_PASS * i;
-                const int q0 = a_q[i][0] + k0 * D0, q1 = a_q[i][1] + k1 * D1, q2 = a_q[i][2] + k2 * D2;
-                const bool ok = a_ok[i] && (unsigned)q0 < (unsigned)X0 && (unsigned)q1 < (unsigned)X1 &&
-                                (unsigned)q2 < (unsigned)X2;
+                const int q0 = a_q[i][0] + k0 * D0, q1 = a_q[i][1] + k1 * D1,
+                          q2 = a_q[i][2] + k2 * D2;
+                const bool ok = a_ok[i] && (unsigned)q0 < (unsigned)X0 &&
+                                (unsigned)q1 < (unsigned)X1 && (unsigned)q2 < (unsigned)X2;
                 uint32_t va[4] = {0, 0, 0, 0}, vb[4] = {0, 0, 0, 0};
                 const int64_t xa = a_base[i] + x_tap, wa = b_base[i] + w_tap;
 #pragma unroll
                 for (int e = 0; e < EPC; e++) {
                     if (e >= nc) break;
-                    if (ok) va[e * ES / 4] |= gather_elem<ES>(x, xa + e * p.x_sc) << (8 * ((e * ES) & 3));
-                    if (b_ok[i]) vb[e * ES / 4] |= gather_elem<ES>(w, wa + e * p.w_si) << (8 * ((e * ES) & 3));
+                    if (ok)
+                        va[e * ES / 4] |= gather_elem<ES>(x, xa + e * p.x_sc)
+                                          << (8 * ((e * ES) & 3));
+                    if (b_ok[i])
+                        vb[e * ES / 4] |= gather_elem<ES>(w, wa + e * p.w_si)
+                                          << (8 * ((e * ES) & 3));
                 }
                 *(uint4 *)(sa + swz(row, chunk)) = make_uint4(va[0], va[1], va[2], va[3]);
                 *(uint4 *)(sb + swz(row, chunk)) = make_uint4(vb[0], vb[1], vb[2], vb[3]);
@@ -332,17 +356,20 @@ igemm_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
 #pragma unroll
                     for (int hf = 0; hf < 2; hf++) {
                         const uint32_t x0 = af[mt][2 * hf], x1 = af[mt][2 * hf + 1];
-                        const uint32_t ah[4] = {fp8x2_to_f16x2<K>(x0, false), fp8x2_to_f16x2<K>(x1, false),
-                                                fp8x2_to_f16x2<K>(x0, true), fp8x2_to_f16x2<K>(x1, true)};
+                        const uint32_t ah[4] = {
+                            fp8x2_to_f16x2<K>(x0, false), fp8x2_to_f16x2<K>(x1, false),
+                            fp8x2_to_f16x2<K>(x0, true), fp8x2_to_f16x2<K>(x1, true)};
 #pragma unroll
-                        for (int nt = 0; nt < 4; nt++) mma<kind::f16>(acc[mt][nt], ah, bh[nt][hf][0], bh[nt][hf][1]);
+                        for (int nt = 0; nt < 4; nt++)
+                            mma<kind::f16>(acc[mt][nt], ah, bh[nt][hf][0], bh[nt][hf][1]);
                     }
             } else {
 #pragma unroll
                 for (int mt = 0; mt < 4; mt++)
 #pragma unroll
                     for (int nt = 0; nt < 4; nt++)
-                        mma<K>(acc[mt][nt], af[mt], bfr[nt >> 1][(nt & 1) * 2], bfr[nt >> 1][(nt & 1) * 2 + 1]);
+                        mma<K>(acc[mt][nt], af[mt], bfr[nt >> 1][(nt & 1) * 2],
+                               bfr[nt >> 1][(nt & 1) * 2 + 1]);
             }
         }
     }
@@ -355,23 +382,33 @@ igemm_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
      * per element made the kernel too large for the instruction cache (ncu: 57% of stalls
      * waiting for instructions on a 1x1 layer). */
     const int pitch = BN * y_es + 16;
-    using bias_t = typename std::conditional<std::is_same<acc_t, float>::value, float, uint32_t>::type;
+    using bias_t =
+        typename std::conditional<std::is_same<acc_t, float>::value, float, uint32_t>::type;
     /* the block's BN bias values, after the tile and the row offsets (in registers they
      * made the float kernels spill) */
     bias_t *bv = (bias_t *)(smem + BM * pitch + BM * sizeof(int64_t));
     if (bias && tid < BN) {
         const int64_t o = o0 + tid;
-        bv[tid] = ops<bias_t>::load(p.bias_dtype, bias, p.b_off + (g * p.cout_g + (o < p.cout_g ? o : 0)) * p.b_s);
+        bv[tid] = ops<bias_t>::load(p.bias_dtype, bias,
+                                    p.b_off + (g * p.cout_g + (o < p.cout_g ? o : 0)) * p.b_s);
     }
     __syncthreads();
     unsigned char *tile = smem + (warp_m * 64 + (lane >> 2)) * pitch;
     const int col0 = warp_n * 32 + (lane & 3) * 2;
     if constexpr (std::is_same<acc_t, float>::value) {
         switch (p.y_dtype) {
-        case XCONV_DTYPE_BF16: tile_store<XCONV_DTYPE_BF16>(acc, bv, bias != nullptr, tile, pitch, col0); break;
-        case XCONV_DTYPE_F16: tile_store<XCONV_DTYPE_F16>(acc, bv, bias != nullptr, tile, pitch, col0); break;
-        case XCONV_DTYPE_F8E4M3: tile_store<XCONV_DTYPE_F8E4M3>(acc, bv, bias != nullptr, tile, pitch, col0); break;
-        case XCONV_DTYPE_F8E5M2: tile_store<XCONV_DTYPE_F8E5M2>(acc, bv, bias != nullptr, tile, pitch, col0); break;
+        case XCONV_DTYPE_BF16:
+            tile_store<XCONV_DTYPE_BF16>(acc, bv, bias != nullptr, tile, pitch, col0);
+            break;
+        case XCONV_DTYPE_F16:
+            tile_store<XCONV_DTYPE_F16>(acc, bv, bias != nullptr, tile, pitch, col0);
+            break;
+        case XCONV_DTYPE_F8E4M3:
+            tile_store<XCONV_DTYPE_F8E4M3>(acc, bv, bias != nullptr, tile, pitch, col0);
+            break;
+        case XCONV_DTYPE_F8E5M2:
+            tile_store<XCONV_DTYPE_F8E5M2>(acc, bv, bias != nullptr, tile, pitch, col0);
+            break;
         default: tile_store<XCONV_DTYPE_F32>(acc, bv, bias != nullptr, tile, pitch, col0); break;
         }
     } else {
@@ -404,7 +441,8 @@ igemm_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
             const int r = idx / vpr, v = idx % vpr;
             const int64_t m = m0 + r;
             if (m >= M || v * 16 >= row_bytes) continue;
-            *(uint4 *)(y + row_off[r] * y_es + v * 16) = *(const uint4 *)(smem + r * pitch + v * 16);
+            *(uint4 *)(y + row_off[r] * y_es + v * 16) =
+                *(const uint4 *)(smem + r * pitch + v * 16);
         }
     } else {
         for (int idx = tid; idx < BM * BN; idx += THREADS) {
@@ -425,10 +463,12 @@ igemm_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
 
 bool aligned16(int64_t elems, int es) { return (elems * es) % 16 == 0; }
 
-template <kind K> void launch(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream, bool gather)
+template <kind K>
+void launch(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream, bool gather)
 {
     const int64_t M = p->n * xconv__prod3(p->y_size);
-    const dim3 grid((unsigned)((M + BM - 1) / BM), (unsigned)((p->cout_g + BN - 1) / BN), (unsigned)p->groups);
+    const dim3 grid((unsigned)((M + BM - 1) / BM), (unsigned)((p->cout_g + BN - 1) / BN),
+                    (unsigned)p->groups);
     const int yes = (int)xconv_dtype_size(p->y_dtype);
     /* Whole 16-byte pieces of y rows: channels contiguous and every row start aligned. */
     bool vec = p->y_sc == 1 && (uintptr_t)e->y % 16 == 0;
@@ -445,7 +485,8 @@ template <kind K> void launch(const xconv_canon *p, const xconv_exec *e, cudaStr
 
 bool igemm_supports(const xconv_canon *p, const char **why_not)
 {
-    if (p->device != XCONV_DEVICE_CUDA) return *why_not = "cuda.igemm_tc runs on cuda tensors only", false;
+    if (p->device != XCONV_DEVICE_CUDA)
+        return *why_not = "cuda.igemm_tc runs on cuda tensors only", false;
     if (p->op != XCONV_OP_CONV) return *why_not = "cuda.igemm_tc runs conv only", false;
     return xconv__cuda_igemm_fits(p, why_not);
 }
@@ -469,7 +510,8 @@ xconv_status igemm_run(const xconv_exec *e, xconv_error *err)
 } /* namespace */
 
 extern "C" const xconv_engine xconv__engine_cuda_igemm = {
-    "cuda.igemm_tc", XCONV_DEVICE_CUDA, igemm_supports, igemm_workspace_bytes, igemm_cost, igemm_run,
+    "cuda.igemm_tc",       XCONV_DEVICE_CUDA, igemm_supports,
+    igemm_workspace_bytes, igemm_cost,        igemm_run,
 };
 
 /* Whether the kernel runs p (a canonical conv, maybe rewritten by another engine) through
@@ -480,9 +522,18 @@ bool xconv__cuda_igemm_fits(const xconv_canon *p, const char **why_not)
     const bool half = d == XCONV_DTYPE_BF16 || d == XCONV_DTYPE_F16;
     const bool fp8 = d == XCONV_DTYPE_F8E4M3 || d == XCONV_DTYPE_F8E5M2;
     const bool byte = d == XCONV_DTYPE_I8 || d == XCONV_DTYPE_U8;
-    if (!half && !fp8 && !byte) return *why_not = "the tensor-core engines take bf16, f16, f8e4m3, f8e5m2, i8 and u8 inputs", false;
-    if (!byte && p->ct != XCONV_CT_F32) return *why_not = "the tensor-core engines accumulate floats in f32 (y f64 computes in f64)", false;
-    if (byte && p->ct != XCONV_CT_U32) return *why_not = "the tensor-core engines accumulate integers modulo 2^32 (y wider than 32 bits)", false;
+    if (!half && !fp8 && !byte)
+        return *why_not =
+                   "the tensor-core engines take bf16, f16, f8e4m3, f8e5m2, i8 and u8 inputs",
+               false;
+    if (!byte && p->ct != XCONV_CT_F32)
+        return *why_not =
+                   "the tensor-core engines accumulate floats in f32 (y f64 computes in f64)",
+               false;
+    if (byte && p->ct != XCONV_CT_U32)
+        return *why_not =
+                   "the tensor-core engines accumulate integers modulo 2^32 (y wider than 32 bits)",
+               false;
     for (int i = 0; i < 3; i++) {
         /* input coordinates are kept in 32 bits (dilation may be negative: deconv phases) */
         const int64_t dil = p->dil[i] < 0 ? -p->dil[i] : p->dil[i];
@@ -492,14 +543,18 @@ bool xconv__cuda_igemm_fits(const xconv_canon *p, const char **why_not)
             return *why_not = "the tensor-core engines keep spatial coordinates in 32 bits", false;
     }
     const int epc = half ? 8 : 16;
-    if (p->cin_g > (1 << 30) || xconv__prod3(p->k_size) * ((p->cin_g + epc - 1) / epc) > INT32_MAX / 2)
+    if (p->cin_g > (1 << 30) ||
+        xconv__prod3(p->k_size) * ((p->cin_g + epc - 1) / epc) > INT32_MAX / 2)
         return *why_not = "the tensor-core engines: reduction too long", false;
     if (p->groups > 65535 || (p->cout_g + BN - 1) / BN > 65535)
-        return *why_not = "the tensor-core engines: too many groups or output channels for the grid", false;
+        return *why_not =
+                   "the tensor-core engines: too many groups or output channels for the grid",
+               false;
     if ((p->n * xconv__prod3(p->y_size) + BM - 1) / BM > INT32_MAX)
         return *why_not = "the tensor-core engines: too many output positions for the grid", false;
     if (xconv__cuda_device_cc(p->device_index) < 80)
-        return *why_not = "the tensor-core engines need a gpu of compute capability 8.0 or newer", false;
+        return *why_not = "the tensor-core engines need a gpu of compute capability 8.0 or newer",
+               false;
     return true;
 }
 
@@ -517,7 +572,8 @@ double xconv__cuda_igemm_cost(const xconv_canon *p, double scale)
 {
     if (xconv__cuda_igemm_fast(p)) return scale * 0.02 * p->flops + 2e4;
     const int64_t epc = p->x_dtype == XCONV_DTYPE_BF16 || p->x_dtype == XCONV_DTYPE_F16 ? 8 : 16;
-    const double pad = (double)((p->cin_g + epc - 1) / epc * epc) / (double)(p->cin_g > 0 ? p->cin_g : 1);
+    const double pad =
+        (double)((p->cin_g + epc - 1) / epc * epc) / (double)(p->cin_g > 0 ? p->cin_g : 1);
     return scale * 0.1 * pad * p->flops + 2e4;
 }
 

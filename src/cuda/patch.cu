@@ -27,7 +27,8 @@ bool fold(const xconv_canon *p, xconv_canon *q)
     if (p->cin == 1 || (p->x_sc == 1 && p->w_si == 1)) {
         int64_t cc = p->cin;
         for (int d = 2; d >= 0; d--) {
-            if (d < 2 && (q->x_size[d + 1] != 1 || q->y_size[d + 1] != 1 || q->k_size[d + 1] != 1)) break;
+            if (d < 2 && (q->x_size[d + 1] != 1 || q->y_size[d + 1] != 1 || q->k_size[d + 1] != 1))
+                break;
             const int64_t K = q->k_size[d];
             if (K == 1) {
                 if (q->x_size[d] == 1 && q->y_size[d] == 1) continue;
@@ -55,7 +56,9 @@ bool fold(const xconv_canon *p, xconv_canon *q)
     int64_t xs = 1, ws = 1;
     for (int d = 2; d >= 0; d--) {
         const int64_t K = p->k_size[d];
-        if (K != p->x_size[d] || p->y_size[d] != 1 || p->pad_lo[d] != 0 || (K > 1 && p->dil[d] != 1)) return false;
+        if (K != p->x_size[d] || p->y_size[d] != 1 || p->pad_lo[d] != 0 ||
+            (K > 1 && p->dil[d] != 1))
+            return false;
         if (K > 1 && (p->x_ss[d] != xs || p->w_sk[d] != ws)) return false;
         xs *= K, ws *= K;
     }
@@ -72,17 +75,21 @@ bool fold(const xconv_canon *p, xconv_canon *q)
 
 bool patch_supports(const xconv_canon *p, const char **why_not)
 {
-    if (p->device != XCONV_DEVICE_CUDA) return *why_not = "cuda.patch_tc runs on cuda tensors only", false;
+    if (p->device != XCONV_DEVICE_CUDA)
+        return *why_not = "cuda.patch_tc runs on cuda tensors only", false;
     xconv_canon q;
     if (!fold(p, &q))
-        return *why_not = "cuda.patch_tc needs a patch conv: groups 1, kernel == stride, no padding or dilation, "
-                          "windows contiguous (channels-last) or one window per image (channels-first)",
+        return *why_not =
+                   "cuda.patch_tc needs a patch conv: groups 1, kernel == stride, no padding or "
+                   "dilation, "
+                   "windows contiguous (channels-last) or one window per image (channels-first)",
                false;
     /* worth it only where the folded problem takes the cp.async loader; cuda.igemm_tc's
      * gathering loader runs the rest unfolded */
     const char *why;
     if (!xconv__cuda_igemm_fast_why(&q, &why))
-        return *why_not = "cuda.patch_tc: the folded problem does not take the 16-byte loader (channels-last rows "
+        return *why_not = "cuda.patch_tc: the folded problem does not take the 16-byte loader "
+                          "(channels-last rows "
                           "of 16-byte multiples)",
                false;
     return true;
@@ -109,5 +116,6 @@ xconv_status patch_run(const xconv_exec *e, xconv_error *err)
 } /* namespace */
 
 extern "C" const xconv_engine xconv__engine_cuda_patch = {
-    "cuda.patch_tc", XCONV_DEVICE_CUDA, patch_supports, patch_workspace_bytes, patch_cost, patch_run,
+    "cuda.patch_tc",       XCONV_DEVICE_CUDA, patch_supports,
+    patch_workspace_bytes, patch_cost,        patch_run,
 };

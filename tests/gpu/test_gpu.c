@@ -52,7 +52,10 @@ static uint64_t rnd(void)
     return z ^ (z >> 31);
 }
 
-static int64_t rnd_in(int64_t lo, int64_t hi) { return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1)); }
+static int64_t rnd_in(int64_t lo, int64_t hi)
+{
+    return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1));
+}
 
 static double rnd_unit(void) { return (double)(rnd() >> 11) * 0x1.0p-53; }
 
@@ -223,9 +226,11 @@ static problem random_problem_once(shape_kind kind)
     problem pb;
     memset(&pb, 0, sizeof pb);
     const int d = (int)rnd_in(1, 3);
-    const xconv_op op = kind == SHAPE_DECONV || (kind == SHAPE_ANY && (rnd() & 1)) ? XCONV_OP_CONV_TRANSPOSE
-                                                                                  : XCONV_OP_CONV;
-    const xconv_layout L = (tc && !patch) || (rnd() & 1) ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST;
+    const xconv_op op = kind == SHAPE_DECONV || (kind == SHAPE_ANY && (rnd() & 1))
+                            ? XCONV_OP_CONV_TRANSPOSE
+                            : XCONV_OP_CONV;
+    const xconv_layout L =
+        (tc && !patch) || (rnd() & 1) ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST;
     xconv_params q = xconv_params_init(op, d, L);
     int64_t n, g, cin_g, cout_g, xs[3], ks[3], ys[3];
     for (;;) {
@@ -260,9 +265,10 @@ static problem random_problem_once(shape_kind kind)
                 q.pad_lo[i] = 0;
                 q.pad_hi[i] = 0;
             }
-            q.output_padding[i] = op == XCONV_OP_CONV_TRANSPOSE
-                                      ? rnd_in(0, (q.stride[i] > q.dilation[i] ? q.stride[i] : q.dilation[i]) - 1)
-                                      : 0;
+            q.output_padding[i] =
+                op == XCONV_OP_CONV_TRANSPOSE
+                    ? rnd_in(0, (q.stride[i] > q.dilation[i] ? q.stride[i] : q.dilation[i]) - 1)
+                    : 0;
             xs[i] = rnd_in(1, tc ? (d == 3 ? 6 : d == 2 ? 12 : 40) : (d == 3 ? 4 : 7));
             if (dw) xs[i] = rnd_in(1, d == 3 ? 9 : d == 2 ? 40 : 300);
             if (patch) xs[i] = rnd() & 1 ? ks[i] : ks[i] * rnd_in(1, 3) + rnd_in(0, 1);
@@ -351,29 +357,33 @@ static void describe(const problem *pb, char *buf, size_t size)
     const xconv_params *q = &pb->params;
     int len = snprintf(buf, size, "%s%dd %s x[", q->op == XCONV_OP_CONV ? "conv" : "conv_transpose",
                        q->spatial_rank, q->layout == XCONV_LAYOUT_CHANNELS_FIRST ? "cf" : "cl");
-    for (int i = 0; i < pb->x.rank; i++) len += snprintf(buf + len, size - (size_t)len, "%" PRId64 ",", pb->x.shape[i]);
+    for (int i = 0; i < pb->x.rank; i++)
+        len += snprintf(buf + len, size - (size_t)len, "%" PRId64 ",", pb->x.shape[i]);
     len += snprintf(buf + len, size - (size_t)len, "] w[");
-    for (int i = 0; i < pb->w.rank; i++) len += snprintf(buf + len, size - (size_t)len, "%" PRId64 ",", pb->w.shape[i]);
-    len += snprintf(buf + len, size - (size_t)len, "] s%" PRId64 " d%" PRId64 " p%" PRId64 ":%" PRId64
-                    " op%" PRId64 " g%" PRId64 " %s->%s bias %s %s%s%s%s",
-                    q->stride[0], q->dilation[0], q->pad_lo[0], q->pad_hi[0], q->output_padding[0],
-                    q->groups, xconv_dtype_name(pb->x.dtype), xconv_dtype_name(pb->y.dtype),
-                    pb->has_bias ? xconv_dtype_name(pb->b.dtype) : "none",
-                    pb->x.strided ? "xs" : "", pb->w.strided ? "ws" : "", pb->b.strided ? "bs" : "",
-                    pb->y.strided ? "ys" : "");
+    for (int i = 0; i < pb->w.rank; i++)
+        len += snprintf(buf + len, size - (size_t)len, "%" PRId64 ",", pb->w.shape[i]);
+    len +=
+        snprintf(buf + len, size - (size_t)len,
+                 "] s%" PRId64 " d%" PRId64 " p%" PRId64 ":%" PRId64 " op%" PRId64 " g%" PRId64
+                 " %s->%s bias %s %s%s%s%s",
+                 q->stride[0], q->dilation[0], q->pad_lo[0], q->pad_hi[0], q->output_padding[0],
+                 q->groups, xconv_dtype_name(pb->x.dtype), xconv_dtype_name(pb->y.dtype),
+                 pb->has_bias ? xconv_dtype_name(pb->b.dtype) : "none", pb->x.strided ? "xs" : "",
+                 pb->w.strided ? "ws" : "", pb->b.strided ? "bs" : "", pb->y.strided ? "ys" : "");
 }
 
 /* ---------------------------------------------------------------------------------------- */
 /* Running and comparing                                                                    */
 /* ---------------------------------------------------------------------------------------- */
 
-#define CUDA_OK(call)                                                                     \
-    do {                                                                                  \
-        cudaError_t ce_ = (call);                                                         \
-        if (ce_ != cudaSuccess) {                                                         \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(ce_)); \
-            exit(2);                                                                      \
-        }                                                                                 \
+#define CUDA_OK(call)                                                                              \
+    do {                                                                                           \
+        cudaError_t ce_ = (call);                                                                  \
+        if (ce_ != cudaSuccess) {                                                                  \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                          \
+                    cudaGetErrorString(ce_));                                                      \
+            exit(2);                                                                               \
+        }                                                                                          \
     } while (0)
 
 typedef struct buffers {
@@ -431,7 +441,8 @@ static int64_t y_offset(const xconv_tensor *t, const int64_t *idx)
 }
 
 /* Compares y element by element within the accumulation bound; returns mismatches. */
-static int64_t compare_real(const problem *pb, const void *got, const void *want, char *msg, size_t size)
+static int64_t compare_real(const problem *pb, const void *got, const void *want, char *msg,
+                            size_t size)
 {
     const xconv_tensor *y = &pb->y;
     const xconv_dtype d = y->dtype;
@@ -455,8 +466,8 @@ static int64_t compare_real(const problem *pb, const void *got, const void *want
         bool ok = (isnan(gr) && isnan(wr)) || fabs(gr - wr) <= tol_r || gr == wr;
         ok = ok && ((isnan(gi) && isnan(wi)) || fabs(gi - wi) <= tol_i || gi == wi);
         if (!ok && bad++ == 0)
-            snprintf(msg, size, "element at %" PRId64 ": got (%.9g, %.9g) want (%.9g, %.9g)", off, gr,
-                     gi, wr, wi);
+            snprintf(msg, size, "element at %" PRId64 ": got (%.9g, %.9g) want (%.9g, %.9g)", off,
+                     gr, gi, wr, wi);
         int i = y->rank - 1;
         while (i >= 0 && ++idx[i] == y->shape[i]) idx[i--] = 0;
         if (i < 0) break;
@@ -514,8 +525,9 @@ static void check_problem(problem *pb, fill_mode mode)
     for (int e = -1; e < ne; e++) {
         const char *name = e < 0 ? NULL : xconv_engine_name(e);
         if (name && strncmp(name, "cuda.", 5) != 0) continue;
-        if (name && xconv_engine_supports(name, &pb->params, &pb->x, &pb->w,
-                                          pb->has_bias ? &pb->b : NULL, &pb->y, &err) != XCONV_STATUS_OK) {
+        if (name &&
+            xconv_engine_supports(name, &pb->params, &pb->x, &pb->w, pb->has_bias ? &pb->b : NULL,
+                                  &pb->y, &err) != XCONV_STATUS_OK) {
             XT_CHECK(err.status == XCONV_STATUS_UNSUPPORTED, "%s supports(%s): %s %s", name, what,
                      xconv_status_name(err.status), err.description);
             continue;
@@ -523,7 +535,8 @@ static void check_problem(problem *pb, fill_mode mode)
         memset(got, 0xA5, bf.bytes[3]);
         CUDA_OK(cudaMemcpy(bf.d[3], got, bf.bytes[3], cudaMemcpyHostToDevice));
         s = run_conv(pb, name, &used, &err);
-        XT_CHECK(s == XCONV_STATUS_OK, "%s on %s: %s", name ? name : "planner", what, err.description);
+        XT_CHECK(s == XCONV_STATUS_OK, "%s on %s: %s", name ? name : "planner", what,
+                 err.description);
         if (s != XCONV_STATUS_OK) continue;
         XT_CHECK(strncmp(used, "cuda.", 5) == 0, "planner chose %s for a cuda problem", used);
         CUDA_OK(cudaDeviceSynchronize());
@@ -532,12 +545,16 @@ static void check_problem(problem *pb, fill_mode mode)
         if (name) count_run(name);
         if (mode == FILL_EXACT || is_int(pb->y.dtype)) {
             size_t first = 0;
-            while (first < bf.bytes[3] && ((unsigned char *)got)[first] == ((unsigned char *)want)[first]) first++;
-            XT_CHECK(first == bf.bytes[3], "%s on %s (exact inputs): y differs from cpu.ref at byte %zu",
-                     used, what, first);
+            while (first < bf.bytes[3] &&
+                   ((unsigned char *)got)[first] == ((unsigned char *)want)[first])
+                first++;
+            XT_CHECK(first == bf.bytes[3],
+                     "%s on %s (exact inputs): y differs from cpu.ref at byte %zu", used, what,
+                     first);
         } else {
             int64_t bad = compare_real(pb, got, want, msg, sizeof msg);
-            XT_CHECK(bad == 0, "%s on %s: %" PRId64 " elements off, first %s", used, what, bad, msg);
+            XT_CHECK(bad == 0, "%s on %s: %" PRId64 " elements off, first %s", used, what, bad,
+                     msg);
         }
     }
     free(got);
@@ -567,7 +584,10 @@ static void m_y_zero_stride(problem *pb)
     pb->y.strided = true;
     pb->y.strides[0] = 0, pb->y.strides[1] = 64, pb->y.strides[2] = 8, pb->y.strides[3] = 1;
 }
-static void m_too_small(problem *pb) { pb->params.pad_lo[0] = pb->params.pad_hi[0] = 0, pb->params.dilation[0] = 9; }
+static void m_too_small(problem *pb)
+{
+    pb->params.pad_lo[0] = pb->params.pad_hi[0] = 0, pb->params.dilation[0] = 9;
+}
 
 typedef struct bad_case {
     const char *name;
@@ -626,7 +646,8 @@ static void check_bad_inputs(void)
         XT_CHECK(sc != XCONV_STATUS_OK, "bad input \"%s\" accepted on the cpu", cases[c].name);
         XT_CHECK(sg == sc, "bad input \"%s\": cuda status %s, cpu %s", cases[c].name,
                  xconv_status_name(sg), xconv_status_name(sc));
-        XT_CHECK(strcmp(ec.parameter, eg.parameter) == 0 && strcmp(ec.description, eg.description) == 0,
+        XT_CHECK(strcmp(ec.parameter, eg.parameter) == 0 &&
+                     strcmp(ec.description, eg.description) == 0,
                  "bad input \"%s\": cuda says %s: %s, cpu says %s: %s", cases[c].name, eg.parameter,
                  eg.description, ec.parameter, ec.description);
         unsigned char *yb = malloc(bf.bytes[3]);
@@ -634,7 +655,8 @@ static void check_bad_inputs(void)
         CUDA_OK(cudaMemcpy(yb, bf.d[3], bf.bytes[3], cudaMemcpyDeviceToHost));
         size_t k = 0;
         while (k < bf.bytes[3] && yb[k] == 0xA5) k++;
-        XT_CHECK(k == bf.bytes[3], "bad input \"%s\": y's device buffer was written", cases[c].name);
+        XT_CHECK(k == bf.bytes[3], "bad input \"%s\": y's device buffer was written",
+                 cases[c].name);
         free(yb);
         buffers_free(&bf);
     }
@@ -665,7 +687,8 @@ static void check_bad_inputs(void)
     place(&pb, &bf, true);
     xconv_plan_options o = {"cpu.ref", false};
     s = xconv_conv(NULL, &pb.params, &pb.x, &pb.w, &pb.b, &pb.y, &o, &used, &err);
-    XT_CHECK(s == XCONV_STATUS_UNSUPPORTED, "cpu.ref forced on cuda tensors: %s", xconv_status_name(s));
+    XT_CHECK(s == XCONV_STATUS_UNSUPPORTED, "cpu.ref forced on cuda tensors: %s",
+             xconv_status_name(s));
     buffers_free(&bf);
 }
 
@@ -677,19 +700,23 @@ static void check_plan_on_stream(void)
     xconv_context_options co = {1, 0, stream};
     xconv_context *ctx = NULL;
     xconv_error err;
-    XT_CHECK(xconv_context_create(&co, &ctx, &err) == XCONV_STATUS_OK, "context: %s", err.description);
+    XT_CHECK(xconv_context_create(&co, &ctx, &err) == XCONV_STATUS_OK, "context: %s",
+             err.description);
     problem pb = base_problem();
     buffers bf;
     buffers_make(&pb, &bf, FILL_EXACT);
     place(&pb, &bf, false);
     const char *used;
-    XT_CHECK(run_conv(&pb, "cpu.ref", &used, &err) == XCONV_STATUS_OK, "cpu.ref: %s", err.description);
+    XT_CHECK(run_conv(&pb, "cpu.ref", &used, &err) == XCONV_STATUS_OK, "cpu.ref: %s",
+             err.description);
     place(&pb, &bf, true);
     xconv_plan *plan = NULL;
-    xconv_status s = xconv_plan_create(ctx, &pb.params, &pb.x, &pb.w, &pb.b, &pb.y, NULL, &plan, &err);
+    xconv_status s =
+        xconv_plan_create(ctx, &pb.params, &pb.x, &pb.w, &pb.b, &pb.y, NULL, &plan, &err);
     XT_CHECK(s == XCONV_STATUS_OK, "plan: %s", err.description);
     if (s == XCONV_STATUS_OK) {
-        XT_CHECK(strncmp(xconv_plan_engine(plan), "cuda.", 5) == 0, "plan engine %s", xconv_plan_engine(plan));
+        XT_CHECK(strncmp(xconv_plan_engine(plan), "cuda.", 5) == 0, "plan engine %s",
+                 xconv_plan_engine(plan));
         size_t ws = xconv_plan_workspace_size(plan);
         void *dws = NULL;
         if (ws) CUDA_OK(cudaMalloc(&dws, ws));
@@ -700,7 +727,8 @@ static void check_plan_on_stream(void)
         CUDA_OK(cudaStreamSynchronize(stream));
         void *got = malloc(bf.bytes[3]);
         CUDA_OK(cudaMemcpy(got, bf.d[3], bf.bytes[3], cudaMemcpyDeviceToHost));
-        XT_CHECK(memcmp(got, bf.h[3], bf.bytes[3]) == 0, "plan on a stream: y differs from cpu.ref");
+        XT_CHECK(memcmp(got, bf.h[3], bf.bytes[3]) == 0,
+                 "plan on a stream: y differs from cpu.ref");
         free(got);
         if (dws) CUDA_OK(cudaFree(dws));
         xconv_plan_destroy(plan);
@@ -741,7 +769,8 @@ int main(void)
             check_problem(&pb, (i & 1) ? FILL_REAL : FILL_EXACT);
         }
     for (int e = 0; e < ENGINE_SLOTS; e++)
-        if (engine_runs[e].name) printf("test_gpu: %s ran %d problems\n", engine_runs[e].name, engine_runs[e].runs);
+        if (engine_runs[e].name)
+            printf("test_gpu: %s ran %d problems\n", engine_runs[e].name, engine_runs[e].runs);
     printf("test_gpu: %d engine runs compared with cpu.ref\n", engines_run_total);
     return xt_finish("test_gpu");
 }
