@@ -116,7 +116,7 @@ static void run_case(const xconv_igemm_geom *g, int m, int n, int64_t len, int64
     const int ldc = nr + 4;
     unsigned char *cbuf = malloc(cs * (size_t)(mr * ldc));
     memset(cbuf, 0xA5, cs * (size_t)(mr * ldc));
-    void *c[8];
+    void *c[8] = {0};
     for (int i = 0; i < mr; i++) c[i] = i < m ? cbuf + (size_t)(i * ldc) * cs : NULL;
     /* accumulate: the sums start from what C holds (random), and init is ignored */
     uint64_t pu[8][64] = {{0}};
@@ -202,7 +202,7 @@ static void run_vnni_case(const xconv_igemm_geom *g, bool a_unsigned, int m, int
         for (int j = 0; j < 68; j++) cbuf[i][j] = accumulate && i < m && j < n ? (int32_t)rnd() : 0x5a5a5a5a;
     int32_t before[8][68];
     memcpy(before, cbuf, sizeof before);
-    void *c[8];
+    void *c[8] = {0};
     for (int i = 0; i < mr; i++) c[i] = i < m ? cbuf[i] : NULL;
     g->kernel(ntaps, len, a, b, with_init ? init : NULL, c, m, n, accumulate);
     int bad = 0;
