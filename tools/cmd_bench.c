@@ -55,7 +55,8 @@ static const char usage[] =
     "                    (default 6)\n"
     "  --settle S        seconds of sleep before each rep, so that the previous side's\n"
     "                    spinning threads park (default 0.03)\n"
-    "  --json            print a JSON array, one object per entry and dtype\n";
+    "  --json            print a JSON array, one object per entry and dtype\n"
+    "  --verbose, -v     print every rep's time per side on stderr\n";
 
 enum { MAX_DTYPES = 32, MAX_SIDES = 1 + 2 * BENCH_MAX_CONFIGS, MAX_REPS = 101 };
 
@@ -66,7 +67,7 @@ typedef struct options {
     int          threads, reps;
     double       min_time, budget, settle;
     xconv_layout layout;
-    bool         json, onednn, xnnpack;
+    bool         json, onednn, xnnpack, verbose;
 } options;
 
 /* One timed side: xconv or a peer configuration. */
@@ -222,17 +223,42 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Sizes each side's reps from its warm-up (or, when that was shorter than a rep, from a
- * second run), then times them round robin. */
+/* One rep after the settle sleep. A rep of several short runs first does one untimed run:
+ * the sleep let the threads (and, in a VM, the virtual CPUs) go idle, and waking them can
+ * take milliseconds, which would swamp runs of tens of microseconds. Runs of a rep longer
+ * than that pay the wake-up once, in the noise. */
+static double settled_rep(const options *o, side *s)
+{
+    settle(o->settle);
+    if (s->iters > 1 && s->run(s->state) != 0) s->ok = false;
+    return time_rep(s);
+}
+
+/* Seconds per run, from settled runs repeated for half of --min-time: long enough that one
+ * slow run (a VM's scheduling hiccup) cannot shrink the reps sized from it. */
+static double calibrate(const options *o, side *s)
+{
+    settle(o->settle);
+    if (s->run(s->state) != 0) s->ok = false;
+    double t0 = xconv_cli_now(), dt = 0;
+    int64_t n = 0;
+    do {
+        if (s->run(s->state) != 0) s->ok = false;
+        n++;
+        dt = xconv_cli_now() - t0;
+    } while (dt < 0.5 * o->min_time && n < 100000);
+    return dt / (double)n;
+}
+
+/* Sizes each side's reps from its warm-up or, when that was shorter than a rep, from
+ * calibrate(), then times the sides round robin. */
 static int time_sides(const options *o, side *sides, int nsides)
 {
     double round_s = 0;
     for (int i = 0; i < nsides; i++) {
         side *s = &sides[i];
         if (!s->ok) continue;
-        s->iters = 1;
-        settle(o->settle);
-        double t = s->warm >= o->min_time ? s->warm : time_rep(s);
+        double t = s->warm >= o->min_time ? s->warm : calibrate(o, s);
         s->iters = t >= o->min_time || t <= 0 ? 1 : (int64_t)ceil(o->min_time / t);
         if (s->iters > 100000) s->iters = 100000;
         round_s += t * (double)s->iters;
@@ -246,12 +272,15 @@ static int time_sides(const options *o, side *sides, int nsides)
     static double times[MAX_SIDES][MAX_REPS];
     for (int r = 0; r < reps; r++)
         for (int i = 0; i < nsides; i++)
-            if (sides[i].ok) {
-                settle(o->settle);
-                times[i][r] = time_rep(&sides[i]);
-            }
+            if (sides[i].ok) times[i][r] = settled_rep(o, &sides[i]);
     for (int i = 0; i < nsides; i++) {
         if (!sides[i].ok) continue;
+        if (o->verbose) {
+            fprintf(stderr, "  %-14s %6lld runs/rep, ms/run:", sides[i].name,
+                    (long long)sides[i].iters);
+            for (int r = 0; r < reps; r++) fprintf(stderr, " %.4g", times[i][r] * 1e3);
+            fprintf(stderr, "\n");
+        }
         qsort(times[i], (size_t)reps, sizeof(double), cmp_double);
         sides[i].seconds = reps % 2 ? times[i][reps / 2]
                                     : 0.5 * (times[i][reps / 2 - 1] + times[i][reps / 2]);
@@ -332,7 +361,11 @@ static void bench_one(xconv_context *ctx, const options *o, const bench_problem 
             continue;
         }
         if (!peer->comparable || !peer->output) continue;
-        if (peer->output(peer->state, y_peer) != 0) continue;
+        if (peer->output(peer->state, y_peer) != 0) {
+            fprintf(stderr, "xconv bench: %s %s: cannot read %s's output, not checked\n",
+                    p->name, xconv_dtype_name(xt), peer->name);
+            continue;
+        }
         double e = bench_compare(yt, y_ref, y_peer, yn);
         if (!r->checked_with || e > r->max_err) {
             r->checked_with = peer->name;
@@ -356,11 +389,17 @@ static void bench_one(xconv_context *ctx, const options *o, const bench_problem 
     r->xconv_gflops = flops / sides[0].seconds * 1e-9;
     for (int k = 0; k < r->npeers; k++) r->peer_gflops[k] = -1;
     for (int i = 1; i < nsides; i++)
-        for (int k = 0; k < r->npeers; k++)
-            if (r->peers[k].state == sides[i].state && sides[i].ok) {
-                r->peer_gflops[k] = flops / sides[i].seconds * 1e-9;
-                if (r->best < 0 || r->peer_gflops[k] > r->peer_gflops[r->best]) r->best = k;
+        for (int k = 0; k < r->npeers; k++) {
+            if (r->peers[k].state != sides[i].state) continue;
+            if (!sides[i].ok) {
+                if (!r->peers[k].unsupported[0])
+                    snprintf(r->peers[k].unsupported, sizeof r->peers[k].unsupported,
+                             "run failed while timing");
+                continue;
             }
+            r->peer_gflops[k] = flops / sides[i].seconds * 1e-9;
+            if (r->best < 0 || r->peer_gflops[k] > r->peer_gflops[r->best]) r->best = k;
+        }
 done:
     free(y_ref);
     free(y_peer);
@@ -587,6 +626,7 @@ static int parse_options(int argc, char **argv, options *o, bool *help)
         {"peers", true, NULL, false},    {"reps", true, NULL, false},
         {"min-time", true, NULL, false}, {"budget", true, NULL, false},
         {"json", false, NULL, false},    {"settle", true, NULL, false},
+        {"verbose", false, NULL, false},
     };
     int nopts = (int)(sizeof opts / sizeof opts[0]);
     int rc = xconv_args_parse(argc, argv, opts, nopts, "bench");
@@ -598,6 +638,7 @@ static int parse_options(int argc, char **argv, options *o, bool *help)
     o->filter = opts[3].value;
     o->engine = opts[7].value;
     o->json = opts[12].seen;
+    o->verbose = opts[14].seen;
     o->onednn = o->xnnpack = true;
     if ((rc = parse_dtypes(opts[4].seen ? opts[4].value : "f32", o))) return rc;
     double v = 2;
@@ -682,6 +723,8 @@ int xconv_cmd_bench(int argc, char **argv)
     for (int dt = 0; dt < o.ndtypes; dt++) {
         for (int i = 0; i < nprobs; i++) {
             if (o.filter && !strstr(probs[i].name, o.filter)) continue;
+            if (o.verbose)
+                fprintf(stderr, "%s %s:\n", probs[i].name, xconv_dtype_name(o.x_dtypes[dt]));
             bench_one(ctx, &o, &probs[i], o.x_dtypes[dt], o.y_dtypes[dt], &r);
             if (r.error[0] || r.mismatch) failed = true;
             if (o.json)
