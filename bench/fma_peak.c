@@ -149,18 +149,22 @@ double bench_fma_peak(int threads, double seconds, const char **isa)
     if (isa) *isa = name;
     if (threads < 1) threads = 1;
 
-    /* Size the loop from a short single-thread run, then keep the best of three. */
+    /* Size the loop from a short single-thread run, then keep the best of several short
+     * trials: other work (in a VM, other guests too) can only slow a trial down, and short
+     * trials spread over the time given are likelier to find a quiet moment than one long
+     * one. */
+    enum { TRIALS = 12 };
     uint64_t probe = 1u << 16;
     double t0 = now_s();
     fn(probe);
     double dt = now_s() - t0;
     uint64_t iters = probe;
     if (dt > 0) {
-        double want = (double)probe * (seconds / 3) / dt;
+        double want = (double)probe * (seconds / TRIALS) / dt;
         iters = want < (double)probe ? probe : (uint64_t)want;
     }
     double best = 0;
-    for (int r = 0; r < 3; r++) {
+    for (int r = 0; r < TRIALS; r++) {
         double g = run_threads(fn, threads, iters);
         if (g > best) best = g;
     }

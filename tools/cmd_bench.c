@@ -708,7 +708,7 @@ int xconv_cmd_bench(int argc, char **argv)
         return xconv_cli_fail_lib(&err);
     }
     const char *isa = "";
-    double peak = bench_fma_peak(o.threads, 0.3, &isa);
+    double peak = bench_fma_peak(o.threads, 0.5, &isa);
     ncolumns = 0;
     if (o.onednn)
         for (int i = 0; bench_onednn_names[i]; i++) columns[ncolumns++] = bench_onednn_names[i];
