@@ -723,8 +723,11 @@ int xconv_cmd_bench(int argc, char **argv)
     for (int dt = 0; dt < o.ndtypes; dt++) {
         for (int i = 0; i < nprobs; i++) {
             if (o.filter && !strstr(probs[i].name, o.filter)) continue;
-            if (o.verbose)
-                fprintf(stderr, "%s %s:\n", probs[i].name, xconv_dtype_name(o.x_dtypes[dt]));
+            if (o.verbose) {
+                char label[32];
+                dtype_label(o.x_dtypes[dt], o.y_dtypes[dt], label, sizeof label);
+                fprintf(stderr, "%s %s:\n", probs[i].name, label);
+            }
             bench_one(ctx, &o, &probs[i], o.x_dtypes[dt], o.y_dtypes[dt], &r);
             if (r.error[0] || r.mismatch) failed = true;
             if (o.json)
