@@ -86,9 +86,23 @@ bool xconv__same_bits(xconv_ctype ct, xconv_dtype d)
 void xconv__load_row(xconv_ctype ct, xconv_dtype d, const void *src, int64_t src_stride,
                      void *dst, int64_t n)
 {
-    if (n > 0 && src_stride == 1 && xconv__same_bits(ct, d)) {
-        memcpy(dst, src, (size_t)n * xconv__ctype_size(ct));
-        return;
+    if (n > 0 && xconv__same_bits(ct, d)) {
+        const size_t cs = xconv__ctype_size(ct);
+        if (src_stride == 1) {
+            memcpy(dst, src, (size_t)n * cs);
+            return;
+        }
+        /* a strided gather of the compute type's own bits: a fixed-size copy per element,
+         * with the size known to the compiler in each branch */
+        const char *s = (const char *)src;
+        char *o = (char *)dst;
+        const int64_t step = n > 1 ? src_stride * (int64_t)cs : 0;
+        switch (cs) {
+        case 4: for (int64_t i = 0; i < n; i++) memcpy(o + 4 * i, s + i * step, 4); return;
+        case 8: for (int64_t i = 0; i < n; i++) memcpy(o + 8 * i, s + i * step, 8); return;
+        case 16: for (int64_t i = 0; i < n; i++) memcpy(o + 16 * i, s + i * step, 16); return;
+        default: break;
+        }
     }
     const char *s = (const char *)src;
     const int64_t step = n > 1 ? src_stride * (int64_t)xconv_dtype_size(d) : 0;

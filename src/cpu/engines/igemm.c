@@ -23,6 +23,7 @@
  */
 #include "cpu/ukernels/igemm.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define IG_MAX_RUNS      4096              /* pointer arrays per thread stay small */
@@ -205,9 +206,32 @@ static void pack_weights_range(void *arg, int64_t begin, int64_t end, int slot)
         const int64_t o0 = panel * q->g->nr;
         const int64_t cnt = p->cout_g - o0 < q->g->nr ? p->cout_g - o0 : q->g->nr;
         char *dst = (char *)t->e->workspace + q->wp + q->row_bytes * (size_t)(item * p->cin_g);
+        const int64_t wbase = p->w_off + g * p->w_sg + o0 * p->w_so + k0 * p->w_sk[0] +
+                              k1 * p->w_sk[1] + k2 * p->w_sk[2];
+        if (q->g->ncomp == 1 && llabs(p->w_si) < llabs(p->w_so)) {
+            /* Input channels are the nearer dim in memory (channels-last weights, or [Cout,
+             * Cin, K]): read along them and scatter into the rows, not a far gather per row. */
+            _Alignas(64) unsigned char tile[64 * 64 * 8]; /* [j][c], real compute types */
+            if (cnt < q->g->nr) memset(dst, 0, q->row_bytes * (size_t)p->cin_g); /* panel edge */
+            for (int64_t c0 = 0; c0 < p->cin_g; c0 += 64) {
+                const int64_t cn = p->cin_g - c0 < 64 ? p->cin_g - c0 : 64;
+                for (int64_t j = 0; j < cnt; j++)
+                    xconv__load_row(p->ct, p->x_dtype,
+                                    (const char *)t->e->w + (wbase + j * p->w_so + c0 * p->w_si) * xes,
+                                    p->w_si, tile + cs * (size_t)(j * 64), cn);
+                /* a 64 x 64 transpose through L1: each packed row is written whole */
+                for (int64_t c = 0; c < cn; c++) {
+                    char *row = dst + q->row_bytes * (size_t)(c0 + c);
+                    if (cs == 4)
+                        for (int64_t j = 0; j < cnt; j++) memcpy(row + 4 * j, tile + 4 * (j * 64 + c), 4);
+                    else
+                        for (int64_t j = 0; j < cnt; j++) memcpy(row + 8 * j, tile + 8 * (j * 64 + c), 8);
+                }
+            }
+            continue;
+        }
         for (int64_t ci = 0; ci < p->cin_g; ci++, dst += q->row_bytes) {
-            const int64_t el = p->w_off + g * p->w_sg + o0 * p->w_so + ci * p->w_si +
-                               k0 * p->w_sk[0] + k1 * p->w_sk[1] + k2 * p->w_sk[2];
+            const int64_t el = wbase + ci * p->w_si;
             xconv__load_row(p->ct, p->x_dtype, (const char *)t->e->w + el * xes, p->w_so, tmp, cnt);
             put_row(q, tmp, dst, cnt, cs);
         }
