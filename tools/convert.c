@@ -298,6 +298,10 @@ int xconv_tool_convert(const npy_array *a, xconv_dtype dt, void **out, char *err
     if ((uint64_t)a->count > SIZE_MAX / size) return -2;
     uint8_t *buf = malloc(a->count ? (size_t)a->count * size : 1);
     if (!buf) return -2;
+    if (a->count == 0) { /* nothing to convert; a zero dim may sit beside a huge one */
+        *out = buf;
+        return 0;
+    }
 
     /* Walk the destination in C order with an odometer; the source index follows it in
      * the file's own order, so Fortran-order files are transposed here. */
