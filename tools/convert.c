@@ -2,6 +2,7 @@
  * convert.c — checked element conversions for the CLI (see convert.h).
  */
 #include "convert.h"
+#include "npy.h"
 
 #include "core/internal.h"
 
@@ -13,22 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int convert_fail(char *errbuf, size_t errlen, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-
-static int convert_fail(char *errbuf, size_t errlen, const char *fmt, ...)
-{
-    if (errbuf && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(errbuf, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 /* Raw little- or big-endian bytes as an unsigned integer. */
 static uint64_t read_bits(const uint8_t *p, int size, bool big_endian)
@@ -210,7 +195,7 @@ static int set_int(xconv_dtype dt, void *p, const tool_scalar *v, char *errbuf, 
     uint64_t mag = 0;
     if (!integer_value(v, &neg, &mag, &too_big)) {
         format_value(v, text, sizeof text);
-        return convert_fail(errbuf, errlen, "value %s is not an integer and cannot convert to %s", text,
+        return xconv_tool_fail(errbuf, errlen, "value %s is not an integer and cannot convert to %s", text,
                     xconv_dtype_name(dt));
     }
     int bits = xconv__dtype_bits(dt);
@@ -220,7 +205,7 @@ static int set_int(xconv_dtype dt, void *p, const tool_scalar *v, char *errbuf, 
     uint64_t max_neg = xconv__dtype_signed(dt) ? (uint64_t)1 << (bits - 1) : 0;
     if (too_big || (neg ? mag > max_neg : mag > max_pos)) {
         format_value(v, text, sizeof text);
-        return convert_fail(errbuf, errlen, "value %s does not fit %s", text, xconv_dtype_name(dt));
+        return xconv_tool_fail(errbuf, errlen, "value %s does not fit %s", text, xconv_dtype_name(dt));
     }
     store_uint(p, xconv_dtype_size(dt), neg ? 0 - mag : mag);
     return 0;
@@ -260,7 +245,7 @@ int xconv_tool_set(xconv_dtype dt, void *buf, int64_t i, const tool_scalar *v, c
     if (im != 0) {
         char text[96];
         format_value(v, text, sizeof text);
-        return convert_fail(errbuf, errlen, "complex value %s has a nonzero imaginary part and cannot "
+        return xconv_tool_fail(errbuf, errlen, "complex value %s has a nonzero imaginary part and cannot "
                     "convert to %s", text, xconv_dtype_name(dt));
     }
     switch (dt) {
@@ -292,9 +277,9 @@ int xconv_tool_convert(const npy_array *a, xconv_dtype dt, void **out, char *err
 {
     *out = NULL;
     if (a->kind == 'b')
-        return convert_fail(errbuf, errlen, "bool arrays are not supported (save as an integer dtype)");
+        return xconv_tool_fail(errbuf, errlen, "bool arrays are not supported (save as an integer dtype)");
     size_t size = xconv_dtype_size(dt);
-    if (size == 0) return convert_fail(errbuf, errlen, "invalid target dtype");
+    if (size == 0) return xconv_tool_fail(errbuf, errlen, "invalid target dtype");
     if ((uint64_t)a->count > SIZE_MAX / size) return -2;
     uint8_t *buf = malloc(a->count ? (size_t)a->count * size : 1);
     if (!buf) return -2;
@@ -321,7 +306,7 @@ int xconv_tool_convert(const npy_array *a, xconv_dtype dt, void **out, char *err
             char where[160];
             format_index(idx, a->ndim, where, sizeof where);
             free(buf);
-            return convert_fail(errbuf, errlen, "element %s: %s", where, why);
+            return xconv_tool_fail(errbuf, errlen, "element %s: %s", where, why);
         }
         for (int k = a->ndim - 1; k >= 0; k--) {
             src += src_stride[k];
@@ -347,7 +332,7 @@ int xconv_tool_save(const char *path, xconv_dtype dt, int rank, const int64_t *s
     /* bf16 and f8 widen exactly to f32. */
     float *wide = malloc(count ? (size_t)count * sizeof(float) : 1);
     if (!wide) {
-        convert_fail(errbuf, errlen, "out of memory");
+        xconv_tool_fail(errbuf, errlen, "out of memory");
         return 1;
     }
     for (int64_t i = 0; i < count; i++) wide[i] = (float)xconv_tool_get(dt, buf, i).re;

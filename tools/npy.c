@@ -20,13 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int npy_fail(char *errbuf, size_t errlen, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-
-static int npy_fail(char *errbuf, size_t errlen, const char *fmt, ...)
+int xconv_tool_fail(char *errbuf, size_t errlen, const char *fmt, ...)
 {
     if (errbuf && errlen) {
         va_list ap;
@@ -75,18 +69,18 @@ static int cur_string(cursor *c, char *buf, size_t size, char *errbuf, size_t er
     cur_skip_space(c);
     int quote = cur_peek(c);
     if (c->pos >= c->len || (quote != '\'' && quote != '"'))
-        return npy_fail(errbuf, errlen, "header: expected a quoted string at byte %zu", c->pos);
+        return xconv_tool_fail(errbuf, errlen, "header: expected a quoted string at byte %zu", c->pos);
     c->pos++;
     size_t n = 0;
     for (;;) {
         if (c->pos >= c->len)
-            return npy_fail(errbuf, errlen, "header: unterminated string");
+            return xconv_tool_fail(errbuf, errlen, "header: unterminated string");
         int ch = cur_peek(c);
         c->pos++;
         if (ch == quote) break;
         if (ch == '\\' || ch < 0x20 || ch > 0x7e)
-            return npy_fail(errbuf, errlen, "header: unsupported character 0x%02x in a string", ch);
-        if (n + 1 >= size) return npy_fail(errbuf, errlen, "header: string too long");
+            return xconv_tool_fail(errbuf, errlen, "header: unsupported character 0x%02x in a string", ch);
+        if (n + 1 >= size) return xconv_tool_fail(errbuf, errlen, "header: string too long");
         buf[n++] = (char)ch;
     }
     buf[n] = '\0';
@@ -114,12 +108,12 @@ static int cur_int(cursor *c, int64_t *out, char *errbuf, size_t errlen)
     cur_skip_space(c);
     int ch = cur_peek(c);
     if (c->pos >= c->len || ch < '0' || ch > '9')
-        return npy_fail(errbuf, errlen, "header: expected a non-negative integer in 'shape' at byte %zu",
+        return xconv_tool_fail(errbuf, errlen, "header: expected a non-negative integer in 'shape' at byte %zu",
                     c->pos);
     uint64_t v = 0;
     while (c->pos < c->len && (ch = cur_peek(c)) >= '0' && ch <= '9') {
         if (v > ((uint64_t)INT64_MAX - (uint64_t)(ch - '0')) / 10)
-            return npy_fail(errbuf, errlen, "header: a dimension in 'shape' exceeds 2^63-1");
+            return xconv_tool_fail(errbuf, errlen, "header: a dimension in 'shape' exceeds 2^63-1");
         v = v * 10 + (uint64_t)(ch - '0');
         c->pos++;
     }
@@ -139,11 +133,11 @@ static int parse_descr(const char *s, npy_array *a, char *errbuf, size_t errlen)
     if (*d == '<' || *d == '>' || *d == '|' || *d == '=') order = *d++;
     char kind = *d++;
     if (kind != 'b' && kind != 'u' && kind != 'i' && kind != 'f' && kind != 'c')
-        return npy_fail(errbuf, errlen, "unsupported dtype '%s' (numeric dtypes only)", s);
+        return xconv_tool_fail(errbuf, errlen, "unsupported dtype '%s' (numeric dtypes only)", s);
     int size = 0;
-    if (*d < '1' || *d > '9') return npy_fail(errbuf, errlen, "malformed dtype '%s'", s);
+    if (*d < '1' || *d > '9') return xconv_tool_fail(errbuf, errlen, "malformed dtype '%s'", s);
     while (*d >= '0' && *d <= '9' && size < 1000) size = size * 10 + (*d++ - '0');
-    if (*d != '\0') return npy_fail(errbuf, errlen, "malformed dtype '%s'", s);
+    if (*d != '\0') return xconv_tool_fail(errbuf, errlen, "malformed dtype '%s'", s);
 
     bool ok = false;
     switch (kind) {
@@ -153,7 +147,7 @@ static int parse_descr(const char *s, npy_array *a, char *errbuf, size_t errlen)
     case 'f': ok = size == 2 || size == 4 || size == 8; break;
     case 'c': ok = size == 8 || size == 16; break;
     }
-    if (!ok) return npy_fail(errbuf, errlen, "unsupported dtype '%s'", s);
+    if (!ok) return xconv_tool_fail(errbuf, errlen, "unsupported dtype '%s'", s);
     /* '=' is the writer's native order; every host xconv runs on is little-endian. */
     a->kind = kind;
     a->itemsize = size;
@@ -163,12 +157,12 @@ static int parse_descr(const char *s, npy_array *a, char *errbuf, size_t errlen)
 
 static int parse_shape(cursor *c, npy_array *a, char *errbuf, size_t errlen)
 {
-    if (!cur_accept(c, '(')) return npy_fail(errbuf, errlen, "header: 'shape' is not a tuple");
+    if (!cur_accept(c, '(')) return xconv_tool_fail(errbuf, errlen, "header: 'shape' is not a tuple");
     a->ndim = 0;
     if (cur_accept(c, ')')) return 0;
     for (;;) {
         if (a->ndim == XCONV_NPY_MAX_DIMS)
-            return npy_fail(errbuf, errlen, "header: 'shape' has more than %d dimensions",
+            return xconv_tool_fail(errbuf, errlen, "header: 'shape' has more than %d dimensions",
                         XCONV_NPY_MAX_DIMS);
         if (cur_int(c, &a->shape[a->ndim], errbuf, errlen)) return -1;
         a->ndim++;
@@ -176,33 +170,33 @@ static int parse_shape(cursor *c, npy_array *a, char *errbuf, size_t errlen)
         if (cur_accept(c, ')')) {
             /* Python spells a 1-tuple "(n,)"; "(n)" is just n, which NumPy rejects too. */
             if (a->ndim == 1 && !comma)
-                return npy_fail(errbuf, errlen, "header: 'shape' is not a tuple");
+                return xconv_tool_fail(errbuf, errlen, "header: 'shape' is not a tuple");
             return 0;
         }
-        if (!comma) return npy_fail(errbuf, errlen, "header: expected ',' or ')' in 'shape'");
+        if (!comma) return xconv_tool_fail(errbuf, errlen, "header: expected ',' or ')' in 'shape'");
     }
 }
 
 static int parse_header(cursor *c, npy_array *a, char *errbuf, size_t errlen)
 {
     bool have_descr = false, have_order = false, have_shape = false;
-    if (!cur_accept(c, '{')) return npy_fail(errbuf, errlen, "header: not a dict literal");
+    if (!cur_accept(c, '{')) return xconv_tool_fail(errbuf, errlen, "header: not a dict literal");
     for (;;) {
         if (cur_accept(c, '}')) break;
         char key[32];
         if (cur_string(c, key, sizeof key, errbuf, errlen)) return -1;
-        if (!cur_accept(c, ':')) return npy_fail(errbuf, errlen, "header: expected ':' after '%s'", key);
+        if (!cur_accept(c, ':')) return xconv_tool_fail(errbuf, errlen, "header: expected ':' after '%s'", key);
         if (strcmp(key, "descr") == 0) {
-            if (have_descr) return npy_fail(errbuf, errlen, "header: duplicate key 'descr'");
+            if (have_descr) return xconv_tool_fail(errbuf, errlen, "header: duplicate key 'descr'");
             char descr[32];
             if (cur_string(c, descr, sizeof descr, errbuf, errlen)) {
                 /* A list here is a structured dtype, which is valid NumPy but not numeric. */
-                return npy_fail(errbuf, errlen, "header: 'descr' must be a simple numeric dtype string");
+                return xconv_tool_fail(errbuf, errlen, "header: 'descr' must be a simple numeric dtype string");
             }
             if (parse_descr(descr, a, errbuf, errlen)) return -1;
             have_descr = true;
         } else if (strcmp(key, "fortran_order") == 0) {
-            if (have_order) return npy_fail(errbuf, errlen, "header: duplicate key 'fortran_order'");
+            if (have_order) return xconv_tool_fail(errbuf, errlen, "header: duplicate key 'fortran_order'");
             char word[8];
             cur_word(c, word, sizeof word);
             if (strcmp(word, "True") == 0)
@@ -210,24 +204,24 @@ static int parse_header(cursor *c, npy_array *a, char *errbuf, size_t errlen)
             else if (strcmp(word, "False") == 0)
                 a->fortran_order = false;
             else
-                return npy_fail(errbuf, errlen, "header: 'fortran_order' must be True or False");
+                return xconv_tool_fail(errbuf, errlen, "header: 'fortran_order' must be True or False");
             have_order = true;
         } else if (strcmp(key, "shape") == 0) {
-            if (have_shape) return npy_fail(errbuf, errlen, "header: duplicate key 'shape'");
+            if (have_shape) return xconv_tool_fail(errbuf, errlen, "header: duplicate key 'shape'");
             if (parse_shape(c, a, errbuf, errlen)) return -1;
             have_shape = true;
         } else {
-            return npy_fail(errbuf, errlen, "header: unexpected key '%s'", key);
+            return xconv_tool_fail(errbuf, errlen, "header: unexpected key '%s'", key);
         }
         if (cur_accept(c, '}')) break;
-        if (!cur_accept(c, ',')) return npy_fail(errbuf, errlen, "header: expected ',' or '}'");
+        if (!cur_accept(c, ',')) return xconv_tool_fail(errbuf, errlen, "header: expected ',' or '}'");
     }
-    if (!have_descr) return npy_fail(errbuf, errlen, "header: missing key 'descr'");
-    if (!have_order) return npy_fail(errbuf, errlen, "header: missing key 'fortran_order'");
-    if (!have_shape) return npy_fail(errbuf, errlen, "header: missing key 'shape'");
+    if (!have_descr) return xconv_tool_fail(errbuf, errlen, "header: missing key 'descr'");
+    if (!have_order) return xconv_tool_fail(errbuf, errlen, "header: missing key 'fortran_order'");
+    if (!have_shape) return xconv_tool_fail(errbuf, errlen, "header: missing key 'shape'");
     cur_skip_space(c);
     if (c->pos != c->len)
-        return npy_fail(errbuf, errlen, "header: unexpected bytes after the dict at byte %zu", c->pos);
+        return xconv_tool_fail(errbuf, errlen, "header: unexpected bytes after the dict at byte %zu", c->pos);
     return 0;
 }
 
@@ -241,7 +235,7 @@ int xconv_npy_parse(const uint8_t *bytes, size_t len, npy_array *out, char *errb
     static const uint8_t magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
     memset(out, 0, sizeof *out);
     if (len < 10 || memcmp(bytes, magic, sizeof magic) != 0)
-        return npy_fail(errbuf, errlen, "not a .npy file (bad magic)");
+        return xconv_tool_fail(errbuf, errlen, "not a .npy file (bad magic)");
     out->version_major = bytes[6];
     out->version_minor = bytes[7];
     size_t header_len, start;
@@ -249,15 +243,15 @@ int xconv_npy_parse(const uint8_t *bytes, size_t len, npy_array *out, char *errb
         header_len = (size_t)bytes[8] | (size_t)bytes[9] << 8;
         start = 10;
     } else if ((bytes[6] == 2 || bytes[6] == 3) && bytes[7] == 0) {
-        if (len < 12) return npy_fail(errbuf, errlen, "truncated .npy preamble");
+        if (len < 12) return xconv_tool_fail(errbuf, errlen, "truncated .npy preamble");
         header_len = (size_t)bytes[8] | (size_t)bytes[9] << 8 | (size_t)bytes[10] << 16 |
                      (size_t)bytes[11] << 24;
         start = 12;
     } else {
-        return npy_fail(errbuf, errlen, "unsupported .npy format version %d.%d", bytes[6], bytes[7]);
+        return xconv_tool_fail(errbuf, errlen, "unsupported .npy format version %d.%d", bytes[6], bytes[7]);
     }
     if (header_len > len - start)
-        return npy_fail(errbuf, errlen, "truncated header: %zu bytes declared, %zu present",
+        return xconv_tool_fail(errbuf, errlen, "truncated header: %zu bytes declared, %zu present",
                     header_len, len - start);
 
     cursor c = {bytes + start, header_len, 0};
@@ -266,17 +260,17 @@ int xconv_npy_parse(const uint8_t *bytes, size_t len, npy_array *out, char *errb
     int64_t count = 1;
     for (int i = 0; i < out->ndim; i++) {
         if (out->shape[i] != 0 && count > INT64_MAX / out->shape[i])
-            return npy_fail(errbuf, errlen, "shape product overflows 64 bits");
+            return xconv_tool_fail(errbuf, errlen, "shape product overflows 64 bits");
         count *= out->shape[i];
     }
     size_t avail = len - start - header_len;
     if ((uint64_t)count > SIZE_MAX / (size_t)out->itemsize)
-        return npy_fail(errbuf, errlen, "array of %" PRId64 " elements is too large", count);
+        return xconv_tool_fail(errbuf, errlen, "array of %" PRId64 " elements is too large", count);
     size_t need = (size_t)count * (size_t)out->itemsize;
     if (avail < need)
-        return npy_fail(errbuf, errlen, "truncated data: %zu bytes needed, %zu present", need, avail);
+        return xconv_tool_fail(errbuf, errlen, "truncated data: %zu bytes needed, %zu present", need, avail);
     if (avail > need)
-        return npy_fail(errbuf, errlen, "%zu unexpected bytes after the data", avail - need);
+        return xconv_tool_fail(errbuf, errlen, "%zu unexpected bytes after the data", avail - need);
     out->count = count;
     out->data = bytes + start + header_len;
     out->data_bytes = need;
@@ -310,7 +304,7 @@ int xconv_npy_load(const char *path, uint8_t **bytes_out, npy_array *out, char *
 {
     *bytes_out = NULL;
     FILE *f = fopen(path, "rb");
-    if (!f) return npy_fail(errbuf, errlen, "%s", strerror(errno)), 1;
+    if (!f) return xconv_tool_fail(errbuf, errlen, "%s", strerror(errno)), 1;
     uint8_t *buf = NULL;
     size_t len = 0, cap = 0;
     for (;;) {
@@ -320,7 +314,7 @@ int xconv_npy_load(const char *path, uint8_t **bytes_out, npy_array *out, char *
             if (!nbuf) {
                 free(buf);
                 fclose(f);
-                return npy_fail(errbuf, errlen, "out of memory reading the file"), 1;
+                return xconv_tool_fail(errbuf, errlen, "out of memory reading the file"), 1;
             }
             buf = nbuf;
             cap = ncap;
@@ -334,7 +328,7 @@ int xconv_npy_load(const char *path, uint8_t **bytes_out, npy_array *out, char *
     fclose(f);
     if (read_error) {
         free(buf);
-        return npy_fail(errbuf, errlen, "%s", strerror(saved)), 1;
+        return xconv_tool_fail(errbuf, errlen, "%s", strerror(saved)), 1;
     }
     if (xconv_npy_parse(buf, len, out, errbuf, errlen)) {
         free(buf);
@@ -396,25 +390,25 @@ int xconv_npy_save(const char *path, const char *descr, int ndim, const int64_t 
                    const void *data, size_t data_bytes, char *errbuf, size_t errlen)
 {
     if (ndim < 0 || ndim > XCONV_NPY_MAX_DIMS)
-        return npy_fail(errbuf, errlen, "cannot write an array of rank %d", ndim), 1;
+        return xconv_tool_fail(errbuf, errlen, "cannot write an array of rank %d", ndim), 1;
     char header[4096];
     size_t header_len;
     /* 32 dims of 20 digits fit easily; version 1.0 suffices (header < 64 KiB). */
     if (format_header(header, sizeof header, 10, descr, ndim, shape, &header_len))
-        return npy_fail(errbuf, errlen, "header too long"), 1;
+        return xconv_tool_fail(errbuf, errlen, "header too long"), 1;
     uint8_t preamble[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (uint8_t)(header_len & 0xff),
                             (uint8_t)(header_len >> 8)};
 
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 16);
-    if (!tmp) return npy_fail(errbuf, errlen, "out of memory"), 1;
+    if (!tmp) return xconv_tool_fail(errbuf, errlen, "out of memory"), 1;
     memcpy(tmp, path, plen);
     memcpy(tmp + plen, ".tmp.XXXXXX", 12);
     int fd = mkstemp(tmp);
     if (fd < 0) {
         int e = errno;
         free(tmp);
-        return npy_fail(errbuf, errlen, "cannot create a temporary file: %s", strerror(e)), 1;
+        return xconv_tool_fail(errbuf, errlen, "cannot create a temporary file: %s", strerror(e)), 1;
     }
     FILE *f = fdopen(fd, "wb");
     if (!f) {
@@ -422,7 +416,7 @@ int xconv_npy_save(const char *path, const char *descr, int ndim, const int64_t 
         close(fd);
         unlink(tmp);
         free(tmp);
-        return npy_fail(errbuf, errlen, "%s", strerror(e)), 1;
+        return xconv_tool_fail(errbuf, errlen, "%s", strerror(e)), 1;
     }
     bool ok = fwrite(preamble, 1, sizeof preamble, f) == sizeof preamble &&
               fwrite(header, 1, header_len, f) == header_len &&
@@ -448,7 +442,7 @@ int xconv_npy_save(const char *path, const char *descr, int ndim, const int64_t 
     if (!ok) {
         unlink(tmp);
         free(tmp);
-        return npy_fail(errbuf, errlen, "%s", strerror(e)), 1;
+        return xconv_tool_fail(errbuf, errlen, "%s", strerror(e)), 1;
     }
     free(tmp);
     return 0;

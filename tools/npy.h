@@ -68,4 +68,11 @@ const char *xconv_npy_descr(xconv_dtype dtype);
 int xconv_npy_save(const char *path, const char *descr, int ndim, const int64_t *shape,
                    const void *data, size_t data_bytes, char *errbuf, size_t errlen);
 
+/* Formats an error into errbuf (if any) and returns -1: the failure path the tools share. */
+int xconv_tool_fail(char *errbuf, size_t errlen, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
 #endif /* XCONV_TOOLS_NPY_H */
