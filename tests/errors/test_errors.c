@@ -236,13 +236,13 @@ static const char *unsupporting_engine(const state *s)
     X(dilated_kernel_overflow, CONV2D, s->p.dilation[1] = I64MAX / 2 + 1, INVALID_ARGUMENT,           \
       "w.shape[3]", "overflows 64 bits", F_BOTH)                                                      \
     X(padded_input_overflow, CONV2D, s->p.pad_lo[0] = I64MAX - 2, INVALID_ARGUMENT,                   \
-      "pad_lo[0]|x.shape[2]", "overflows 64 bits", F_BOTH)                                                                    \
+      "pad_lo[0]", "padded input size", F_BOTH)                                                                    \
     X(input_too_small, CONV2D, (s->p.pad_lo[1] = s->p.pad_hi[1] = 0, s->x.shape[3] = 2),              \
       INVALID_ARGUMENT, "x.shape[3]", "input too small for kernel", F_BOTH)                           \
     X(input_too_small_dilated, CONV2D, s->p.dilation[0] = 4, INVALID_ARGUMENT, "x.shape[2]",          \
       "input too small for kernel", F_BOTH)                                                           \
     X(t_output_overflow, CONVT2D, s->p.stride[0] = I64MAX / 2, INVALID_ARGUMENT,                      \
-      "stride[0]|x.shape[2]", "overflows 64 bits", F_BOTH)                                                                    \
+      "stride[0]", "overflows 64 bits", F_BOTH)                                                                    \
     X(t_padding_too_large, CONVT2D, s->p.pad_lo[1] = 20, INVALID_ARGUMENT, "pad_lo[1]",               \
       "padding too large", F_BOTH)                                                                    \
     X(t_padding_huge, CONVT2D, s->p.pad_lo[0] = s->p.pad_hi[0] = I64MAX, INVALID_ARGUMENT,            \
@@ -282,7 +282,7 @@ static const char *unsupporting_engine(const state *s)
       "bias.data is null", F_PROBLEM)                                                                 \
     X(y_data_null, CONV2D, s->y.data = NULL, INVALID_ARGUMENT, "y.data", "y.data is null", F_PROBLEM) \
     X(x_stride_overflow, CONV2D, strided(&s->x)->strides[0] = I64MAX, INVALID_ARGUMENT,               \
-      "x.strides[0]|x.strides", "overflow 64 bits|overflows 64 bits", F_PROBLEM)                                                 \
+      "x.strides", "x element offsets overflow 64 bits", F_PROBLEM)                                                 \
     X(x_offsets_overflow, CONV2D,                                                                     \
       (strided(&s->x)->strides[0] = I64MAX / 2, s->x.strides[1] = I64MAX / 4), INVALID_ARGUMENT,      \
       "x.strides", "overflow 64 bits", F_PROBLEM)                                                     \

@@ -238,32 +238,41 @@ static void pack_weights_range(void *arg, int64_t begin, int64_t end, int slot)
     }
 }
 
-/* Converts images [n0, n0 + nb) into the padded channels-last buffer; item = (image, q0, q1). */
+/* Converts images [n0, n0 + nb) into the padded channels-last buffer [image, xp0, xp1, xp2,
+ * channels]; item = (image, q0, q1). Values are the compute type, or for VNNI the bytes
+ * x' = x ^ 0x80 with cin_r channels; padding (and VNNI's channels past Cin) hold x = 0. */
 static void convert_x_range(void *arg, int64_t begin, int64_t end, int slot)
 {
     const ig_task *t = arg;
     const xconv_canon *p = t->e->p;
     const ig_geom *q = t->q;
-    const size_t cs = xconv__ctype_size(p->ct);
     const int64_t xes = (int64_t)xconv_dtype_size(p->x_dtype);
+    const int64_t ch = q->vnni ? q->cin_r : p->cin;
+    const int zero_byte = q->vnni ? 0x80 : 0;
     const bool pc = q->pad_copy;
     const int64_t lo0 = pc ? p->pad_lo[0] : 0, lo1 = pc ? p->pad_lo[1] : 0, lo2 = pc ? p->pad_lo[2] : 0;
-    const size_t row_bytes = (size_t)(q->xp[2] * p->cin) * cs;
+    const size_t row_bytes = (size_t)(q->xp[2] * ch) * q->a_es;
+    uint32_t tmp[64];
     for (int64_t item = begin; item < end; item++) {
         const int64_t b1 = item % q->xp[1], b0 = item / q->xp[1] % q->xp[0], nl = item / (q->xp[0] * q->xp[1]);
         char *row = (char *)t->e->workspace + q->xbuf + row_bytes * (size_t)item;
+        memset(row, zero_byte, row_bytes);
         const int64_t a0 = b0 - lo0, a1 = b1 - lo1;
-        if (a0 < 0 || a0 >= p->x_size[0] || a1 < 0 || a1 >= p->x_size[1]) {
-            memset(row, 0, row_bytes);
-            continue;
-        }
-        memset(row, 0, (size_t)(lo2 * p->cin) * cs);
-        memset(row + (size_t)((lo2 + p->x_size[2]) * p->cin) * cs, 0,
-               (size_t)((q->xp[2] - lo2 - p->x_size[2]) * p->cin) * cs);
+        if (a0 < 0 || a0 >= p->x_size[0] || a1 < 0 || a1 >= p->x_size[1]) continue;
         const int64_t base = p->x_off + (t->n0 + nl) * p->x_sn + a0 * p->x_ss[0] + a1 * p->x_ss[1];
-        for (int64_t a2 = 0; a2 < p->x_size[2]; a2++)
-            xconv__load_row(p->ct, p->x_dtype, (const char *)t->e->x + (base + a2 * p->x_ss[2]) * xes,
-                            p->x_sc, row + (size_t)((lo2 + a2) * p->cin) * cs, p->cin);
+        for (int64_t a2 = 0; a2 < p->x_size[2]; a2++) {
+            const char *src = (const char *)t->e->x + (base + a2 * p->x_ss[2]) * xes;
+            char *px = row + (size_t)((lo2 + a2) * ch) * q->a_es;
+            if (!q->vnni) {
+                xconv__load_row(p->ct, p->x_dtype, src, p->x_sc, px, p->cin);
+                continue;
+            }
+            for (int64_t c0 = 0; c0 < p->cin; c0 += 64) {
+                const int64_t cnt = p->cin - c0 < 64 ? p->cin - c0 : 64;
+                xconv__load_row(XCONV_CT_U32, p->x_dtype, src + c0 * p->x_sc * xes, p->x_sc, tmp, cnt);
+                for (int64_t c = 0; c < cnt; c++) px[c0 + c] = (char)(unsigned char)(tmp[c] ^ 0x80u);
+            }
+        }
     }
     (void)slot;
 }
@@ -327,39 +336,6 @@ static void vnni_init(const xconv_exec *e, const ig_geom *q)
         for (int64_t k = 0; k < kk; k++)
             for (int64_t j = 0; j < cnt; j++) row[j] += scale * psum[(panel * kk + k) * nr + j];
     }
-}
-
-/* x as bytes x' = x ^ 0x80 in a padded channels-last buffer [image, xp0, xp1, xp2, cin_r];
- * padding and the channels past Cin hold 0x80 (x = 0). item = (image, q0, q1). */
-static void convert_x_vnni_range(void *arg, int64_t begin, int64_t end, int slot)
-{
-    const ig_task *t = arg;
-    const xconv_canon *p = t->e->p;
-    const ig_geom *q = t->q;
-    const int64_t xes = (int64_t)xconv_dtype_size(p->x_dtype);
-    const bool pc = q->pad_copy;
-    const int64_t lo0 = pc ? p->pad_lo[0] : 0, lo1 = pc ? p->pad_lo[1] : 0, lo2 = pc ? p->pad_lo[2] : 0;
-    const size_t row_bytes = (size_t)(q->xp[2] * q->cin_r);
-    uint32_t tmp[64];
-    for (int64_t item = begin; item < end; item++) {
-        const int64_t b1 = item % q->xp[1], b0 = item / q->xp[1] % q->xp[0], nl = item / (q->xp[0] * q->xp[1]);
-        unsigned char *row = (unsigned char *)t->e->workspace + q->xbuf + row_bytes * (size_t)item;
-        memset(row, 0x80, row_bytes);
-        const int64_t a0 = b0 - lo0, a1 = b1 - lo1;
-        if (a0 < 0 || a0 >= p->x_size[0] || a1 < 0 || a1 >= p->x_size[1]) continue;
-        const int64_t base = p->x_off + (t->n0 + nl) * p->x_sn + a0 * p->x_ss[0] + a1 * p->x_ss[1];
-        for (int64_t a2 = 0; a2 < p->x_size[2]; a2++) {
-            unsigned char *px = row + (size_t)((lo2 + a2) * q->cin_r);
-            for (int64_t c0 = 0; c0 < p->cin; c0 += 64) {
-                const int64_t cnt = p->cin - c0 < 64 ? p->cin - c0 : 64;
-                xconv__load_row(XCONV_CT_U32, p->x_dtype,
-                                (const char *)t->e->x + (base + a2 * p->x_ss[2] + c0 * p->x_sc) * xes,
-                                p->x_sc, tmp, cnt);
-                for (int64_t c = 0; c < cnt; c++) px[c0 + c] = (unsigned char)(tmp[c] ^ 0x80u);
-            }
-        }
-    }
-    (void)slot;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -663,8 +639,7 @@ static xconv_status ig_run(const xconv_exec *e, xconv_error *err)
         t.n0 = n0;
         t.nb = p->n - n0 < q.chunk_n ? p->n - n0 : q.chunk_n;
         if (q.copy)
-            xconv__parallel_for_slot(e->ctx, t.nb * q.xp[0] * q.xp[1],
-                                     q.vnni ? convert_x_vnni_range : convert_x_range, &t);
+            xconv__parallel_for_slot(e->ctx, t.nb * q.xp[0] * q.xp[1], convert_x_range, &t);
         set_source(&t);
         if (p->op == XCONV_OP_CONV) {
             t.tiles = (t.nb * xconv__prod3(p->y_size) + q.g->mr - 1) / q.g->mr;
