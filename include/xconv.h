@@ -281,6 +281,14 @@ typedef struct xconv_plan_options {
     const char *engine;
     /* Allow TF32 (or other reduced-precision tensor-core math) for f32 problems. */
     bool allow_tf32;
+    /* The weights are constant for the plan's life (inference): w's values at
+     * xconv_plan_create are the ones every execute uses. Engines that reorder weights
+     * (cpu.igemm) pack them once, at creation, into memory the plan owns
+     * (xconv_plan_weights_bytes), so execute does no packing and its workspace is smaller;
+     * other engines read w through the pointer given at creation. xconv_plan_execute then
+     * ignores its w argument (it may be NULL). The caller keeps w's buffer alive and
+     * unchanged until the plan is destroyed. */
+    bool constant_weights;
 } xconv_plan_options;
 
 /*
@@ -299,6 +307,10 @@ XCONV_API xconv_status xconv_plan_create(xconv_context *ctx, const xconv_params 
 /* Bytes of workspace the plan needs at execute (0 if none). */
 XCONV_API size_t xconv_plan_workspace_size(const xconv_plan *plan);
 
+/* Bytes of packed weights the plan holds (0 unless created with constant_weights by an
+ * engine that packs them). */
+XCONV_API size_t xconv_plan_weights_bytes(const xconv_plan *plan);
+
 /* The name of the engine the plan chose, e.g. "cpu.im2col". Owned by the library. */
 XCONV_API const char *xconv_plan_engine(const xconv_plan *plan);
 
@@ -311,7 +323,8 @@ XCONV_API const char *xconv_plan_describe(const xconv_plan *plan);
 /*
  * Runs the plan on buffers of the same shapes, strides, offsets, buffer sizes and dtypes
  * as at creation (only the data pointers may differ; each is the buffer start, like
- * xconv_tensor.data). `bias` must be non-NULL exactly when the plan has a bias. y must not
+ * xconv_tensor.data). `w` is ignored (may be NULL) for a plan created with
+ * constant_weights. `bias` must be non-NULL exactly when the plan has a bias. y must not
  * overlap x, w or bias. `workspace` of `workspace_bytes` >= xconv_plan_workspace_size, or
  * NULL to let xconv allocate it for this call. On error y is untouched.
  * CUDA plans run asynchronously on the context's stream.

@@ -112,7 +112,8 @@ class _Params(ctypes.Structure):
 
 class _PlanOptions(ctypes.Structure):
     _fields_ = [("engine", ctypes.c_char_p),
-                ("allow_tf32", ctypes.c_bool)]
+                ("allow_tf32", ctypes.c_bool),
+                ("constant_weights", ctypes.c_bool)]
 
 
 class _ContextOptions(ctypes.Structure):

@@ -56,7 +56,9 @@ static const char usage[] =
     "  --settle S        seconds of sleep before each rep, so that the previous side's\n"
     "                    spinning threads park (default 0.03)\n"
     "  --json            print a JSON array, one object per entry and dtype\n"
-    "  --verbose, -v     print every rep's time per side on stderr\n";
+    "  --verbose, -v     print every rep's time per side on stderr\n"
+    "  --pack-each-run   create xconv's plans without constant_weights, so that weight\n"
+    "                    packing is timed in every run (the peers reorder once)\n";
 
 enum { MAX_DTYPES = 32, MAX_SIDES = 1 + 2 * BENCH_MAX_CONFIGS, MAX_REPS = 101 };
 
@@ -68,6 +70,7 @@ typedef struct options {
     double       min_time, budget, settle;
     xconv_layout layout;
     bool         json, onednn, xnnpack, verbose;
+    bool         pack_each_run; /* no constant_weights: xconv packs weights in every run */
 } options;
 
 /* One timed side: xconv or a peer configuration. */
@@ -161,7 +164,9 @@ static int xconv_side_create(xconv_context *ctx, const options *o, const bench_p
     xconv_tensor x = xconv_tensor_contiguous(d->x_dtype, rank, x_shape, s->x);
     xconv_tensor w = xconv_tensor_contiguous(d->x_dtype, rank, w_shape, s->w);
     xconv_tensor y = xconv_tensor_contiguous(d->y_dtype, rank, y_shape, s->y);
-    xconv_plan_options popts = {.engine = o->engine};
+    /* The peers reorder weights once, outside timing; xconv's plans do the same with
+     * constant_weights unless --pack-each-run asks to time the packing too. */
+    xconv_plan_options popts = {.engine = o->engine, .constant_weights = !o->pack_each_run};
     if (xconv_plan_create(ctx, &params, &x, &w, NULL, &y, &popts, &s->plan, &s->err) !=
         XCONV_STATUS_OK)
         return -1;
@@ -626,7 +631,7 @@ static int parse_options(int argc, char **argv, options *o, bool *help)
         {"peers", true, NULL, false},    {"reps", true, NULL, false},
         {"min-time", true, NULL, false}, {"budget", true, NULL, false},
         {"json", false, NULL, false},    {"settle", true, NULL, false},
-        {"verbose", false, NULL, false},
+        {"verbose", false, NULL, false}, {"pack-each-run", false, NULL, false},
     };
     int nopts = (int)(sizeof opts / sizeof opts[0]);
     int rc = xconv_args_parse(argc, argv, opts, nopts, "bench");
@@ -637,6 +642,7 @@ static int parse_options(int argc, char **argv, options *o, bool *help)
     o->list = opts[2].seen ? opts[2].value : "cpu";
     o->filter = opts[3].value;
     o->engine = opts[7].value;
+    o->pack_each_run = xconv_args_get(opts, nopts, "pack-each-run")->seen;
     o->json = opts[12].seen;
     o->verbose = opts[14].seen;
     o->onednn = o->xnnpack = true;

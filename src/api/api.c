@@ -18,6 +18,10 @@ struct xconv_plan {
     char                kind[40];            /* "conv_transpose, 2-D" for operation names */
     bool                has_span[4];         /* x, w, bias, y: touched byte ranges, for aliasing */
     int64_t             span_lo[4], span_hi[4];
+    bool                constant_weights;    /* execute reads w through w_data, not its argument */
+    const void         *w_data;
+    void               *packed;              /* the engine's prepacked weights, or NULL */
+    size_t              packed_bytes;
 };
 
 /* Room to align a caller's workspace up to 64 bytes. */
@@ -103,8 +107,20 @@ xconv_status xconv_plan_create(xconv_context *ctx, const xconv_params *params,
     const xconv_engine *engine;
     XCONV_TRY(xconv__select_engine(&canon, options ? options->engine : NULL, &engine, err));
 
+    const bool constant = options && options->constant_weights;
+    const size_t packed_bytes = constant && engine->prepack ? engine->prepack_bytes(&canon) : 0;
+    canon.prepacked = packed_bytes > 0;
+
+    void *packed = packed_bytes ? aligned_alloc(64, (packed_bytes + 63) & ~(size_t)63) : NULL;
+    XCONV_CHECK(err, packed != NULL || !packed_bytes, OUT_OF_MEMORY, "options.constant_weights",
+                "cannot allocate %zu bytes of packed weights", packed_bytes);
     xconv_plan *p = calloc(1, sizeof *p);
+    if (!p) free(packed);
     XCONV_CHECK(err, p != NULL, OUT_OF_MEMORY, NULL, "cannot allocate a plan");
+    p->packed = packed;
+    p->packed_bytes = packed_bytes;
+    p->constant_weights = constant;
+    p->w_data = w->data;
     p->canon = canon;
     p->engine = engine;
     p->ctx = ctx ? ctx : xconv__default_context();
@@ -119,6 +135,7 @@ xconv_status xconv_plan_create(xconv_context *ctx, const xconv_params *params,
     record_span(p, 1, w);
     record_span(p, 2, bias);
     record_span(p, 3, y);
+    if (p->packed) engine->prepack(&p->canon, p->ctx, w->data, p->packed);
     *plan = p;
     return XCONV_STATUS_OK;
 }
@@ -133,7 +150,13 @@ const char *xconv_plan_engine(const xconv_plan *plan) { return plan ? plan->engi
 
 const char *xconv_plan_describe(const xconv_plan *plan) { return plan ? plan->description : ""; }
 
-void xconv_plan_destroy(xconv_plan *plan) { free(plan); }
+size_t xconv_plan_weights_bytes(const xconv_plan *plan) { return plan ? plan->packed_bytes : 0; }
+
+void xconv_plan_destroy(xconv_plan *plan)
+{
+    if (plan) free(plan->packed);
+    free(plan);
+}
 
 static bool spans_overlap(const xconv_plan *plan, int a, const void *pa, int b, const void *pb)
 {
@@ -152,6 +175,7 @@ xconv_status xconv_plan_execute(const xconv_plan *plan, const void *x, const voi
     begin_call(err, "xconv_plan_execute", plan ? plan->kind : NULL);
     XCONV_CHECK(err, plan != NULL, INVALID_ARGUMENT, "plan", "plan is null");
     const xconv_canon *c = &plan->canon;
+    if (plan->constant_weights) w = plan->w_data;
     XCONV_CHECK(err, x != NULL || !plan->has_span[0], INVALID_ARGUMENT, "x", "x is null");
     XCONV_CHECK(err, w != NULL || !plan->has_span[1], INVALID_ARGUMENT, "w", "w is null");
     XCONV_CHECK(err, y != NULL || !plan->has_span[3], INVALID_ARGUMENT, "y", "y is null");
@@ -194,7 +218,7 @@ xconv_status xconv_plan_execute(const xconv_plan *plan, const void *x, const voi
     if (aligned) aligned += (WS_ALIGN - (uintptr_t)aligned % WS_ALIGN) % WS_ALIGN;
     xconv_exec e = {
         .p = c, .ctx = plan->ctx, .x = x, .w = w, .bias = c->has_bias ? bias : NULL, .y = y,
-        .workspace = aligned, .workspace_bytes = plan->engine_ws_bytes,
+        .workspace = aligned, .workspace_bytes = plan->engine_ws_bytes, .packed = plan->packed,
     };
     xconv_status s = plan->engine->run(&e, err);
 #ifdef XCONV_HAVE_CUDA

@@ -134,6 +134,7 @@ typedef struct xconv_canon {
     int64_t b_off, b_s;
 
     int     threads;            /* the plan's context's threads: workspace slots to size */
+    bool    prepacked;          /* weights packed once at plan creation (engine's prepack) */
     double  flops;              /* DESIGN.md §6 count: 2 * MACs */
 } xconv_canon;
 
@@ -182,6 +183,7 @@ typedef struct xconv_exec {
     void              *y;
     void              *workspace; /* >= workspace_bytes(p), aligned to 64 bytes */
     size_t             workspace_bytes;
+    const void        *packed;    /* the prepack output when p->prepacked, else NULL */
 } xconv_exec;
 
 typedef struct xconv_engine {
@@ -191,6 +193,11 @@ typedef struct xconv_engine {
     size_t (*workspace_bytes)(const xconv_canon *p);
     double (*cost)(const xconv_canon *p);                    /* lower is preferred */
     xconv_status (*run)(const xconv_exec *e, xconv_error *err);
+    /* Optional (NULL: the engine reads w in place at every run). With p->prepacked set,
+     * prepack_bytes(p) bytes (64-byte aligned) receive the packed weights once, at plan
+     * creation, and run finds them in e->packed; workspace_bytes(p) then leaves them out. */
+    size_t (*prepack_bytes)(const xconv_canon *p);
+    void (*prepack)(const xconv_canon *p, xconv_context *ctx, const void *w, void *packed);
 } xconv_engine;
 
 /* The engine table (src/plan/engines.c), in preference order, cpu.ref last. */

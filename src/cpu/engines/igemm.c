@@ -12,8 +12,9 @@
  * runs through pointers, so channels-last x of the compute type's own dtype is used in place;
  * any other x (other dtypes, channels-first, strided channels, or a padded conv whose runs
  * are short) is first converted, chunk of images by chunk, into a zero-padded channels-last
- * compute-type buffer. Weights are packed per execute: wp [G, panel, K, cin_g, nr] (complex
- * rows as split planes), bias likewise. y of the compute type's dtype with dense channels is
+ * compute-type buffer. Weights are packed per execute, or once at plan creation for constant
+ * weights (prepack): wp [G, panel, K, cin_g, nr] (complex rows as split planes); bias per
+ * execute, likewise. y of the compute type's dtype with dense channels is
  * written in place; anything else goes through a per-thread tile and xconv__store_row.
  *
  * Shapes: positions tile by mr (within one stride phase of one output row for the transpose),
@@ -53,7 +54,11 @@ typedef struct ig_geom {
     int64_t cin_r;       /* reduction channels per tap as packed (vnni: a multiple of 4) */
     size_t  b_row;       /* bytes of packed weights per reduction index */
     size_t  a_es;        /* bytes of one A value (x as read by the kernel) */
-    size_t  wp, bp, zero, psum, xbuf, slots, slot_bytes, total;
+    /* the weights blob (workspace start, or the plan's prepacked memory): packed weights
+     * and VNNI's per-channel weight sums */
+    size_t  wp, psum, blob;
+    /* workspace offsets */
+    size_t  bp, zero, xbuf, slots, slot_bytes, total;
 } ig_geom;
 
 static size_t align64(size_t v) { return (v + 63) & ~(size_t)63; }
@@ -125,10 +130,11 @@ static ig_geom ig_geom_of(const xconv_canon *p)
         q.chunk_n = fit < 1 ? 1 : fit < p->n ? fit : p->n;
     }
     q.wp = 0;
-    q.bp = align64(q.b_row * (size_t)(p->groups * q.panels * xconv__prod3(p->k_size) * q.cin_r));
+    q.psum = align64(q.b_row * (size_t)(p->groups * q.panels * xconv__prod3(p->k_size) * q.cin_r));
+    q.blob = q.psum + (q.vnni ? align64(sizeof(uint32_t) * (size_t)(q.panels * xconv__prod3(p->k_size) * q.g->nr)) : 0);
+    q.bp = p->prepacked ? 0 : q.blob;
     q.zero = q.bp + align64(q.row_bytes * (size_t)(p->groups * q.panels));
-    q.psum = q.zero + align64(q.a_es * (size_t)q.len);
-    q.xbuf = q.psum + (q.vnni ? align64(sizeof(uint32_t) * (size_t)(q.panels * xconv__prod3(p->k_size) * q.g->nr)) : 0);
+    q.xbuf = q.zero + align64(q.a_es * (size_t)q.len);
     q.slots = q.xbuf + (q.copy ? align64(img_bytes * (size_t)q.chunk_n) : 0);
     q.slot_bytes = ptr_bytes(&q) + align64((size_t)(q.group * q.g->mr) * q.row_bytes);
     q.total = q.slots + q.slot_bytes * (size_t)(p->threads > 0 ? p->threads : 1);
@@ -181,6 +187,7 @@ static void put_row(const ig_geom *q, const void *src, char *row, int64_t count,
 typedef struct ig_task {
     const xconv_exec *e;
     const ig_geom    *q;
+    char             *blob;       /* packed weights: the workspace or the plan's prepack */
     int64_t           n0, nb;     /* the chunk of images */
     int64_t           tiles;      /* tiles per (group, panel) */
     int64_t           tiles_per_phase;
@@ -197,7 +204,7 @@ static void pack_weights_range(void *arg, int64_t begin, int64_t end, int slot)
     const ig_geom *q = t->q;
     const size_t cs = xconv__ctype_size(p->ct);
     const int64_t xes = (int64_t)xconv_dtype_size(p->x_dtype), kk = xconv__prod3(p->k_size);
-    char *tmp = (char *)t->e->workspace + q->slots + q->slot_bytes * (size_t)slot + ptr_bytes(q);
+    _Alignas(64) unsigned char tmp[64 * 16]; /* one row: nr <= 64 values of <= 16 bytes */
     /* item = (g, panel, k): one block of cin_g rows */
     for (int64_t item = begin; item < end; item++) {
         const int64_t k = item % kk, gp = item / kk, panel = gp % q->panels, g = gp / q->panels;
@@ -205,7 +212,7 @@ static void pack_weights_range(void *arg, int64_t begin, int64_t end, int slot)
                       k2 = k % p->k_size[2];
         const int64_t o0 = panel * q->g->nr;
         const int64_t cnt = p->cout_g - o0 < q->g->nr ? p->cout_g - o0 : q->g->nr;
-        char *dst = (char *)t->e->workspace + q->wp + q->row_bytes * (size_t)(item * p->cin_g);
+        char *dst = t->blob + q->wp + q->row_bytes * (size_t)(item * p->cin_g);
         const int64_t wbase = p->w_off + g * p->w_sg + o0 * p->w_so + k0 * p->w_sk[0] +
                               k1 * p->w_sk[1] + k2 * p->w_sk[2];
         if (q->g->ncomp == 1 && llabs(p->w_si) < llabs(p->w_so)) {
@@ -236,6 +243,7 @@ static void pack_weights_range(void *arg, int64_t begin, int64_t end, int slot)
             put_row(q, tmp, dst, cnt, cs);
         }
     }
+    (void)slot;
 }
 
 /* Converts images [n0, n0 + nb) into the padded channels-last buffer [image, xp0, xp1, xp2,
@@ -296,8 +304,8 @@ static void pack_weights_vnni_range(void *arg, int64_t begin, int64_t end, int s
                       k2 = k % p->k_size[2];
         const int64_t o0 = panel * nr;
         const int64_t cnt = p->cout_g - o0 < nr ? p->cout_g - o0 : nr;
-        unsigned char *dst = (unsigned char *)t->e->workspace + q->wp + q->b_row * (size_t)(item * q->cin_r);
-        uint32_t *sum = (uint32_t *)((char *)t->e->workspace + q->psum) + item * nr;
+        unsigned char *dst = (unsigned char *)t->blob + q->wp + q->b_row * (size_t)(item * q->cin_r);
+        uint32_t *sum = (uint32_t *)(t->blob + q->psum) + item * nr;
         memset(dst, 0, q->b_row * (size_t)q->cin_r);
         memset(sum, 0, sizeof(uint32_t) * (size_t)nr);
         for (int64_t ci = 0; ci < p->cin_g; ci++) {
@@ -316,13 +324,13 @@ static void pack_weights_vnni_range(void *arg, int64_t begin, int64_t end, int s
 
 /* init = bias + the shift correction: -128 * sum(w) when x' = x + 128 is the unsigned
  * operand (i8), +128 * sum(w) when x' = x - 128 is the signed one (u8); all mod 2^32. */
-static void vnni_init(const xconv_exec *e, const ig_geom *q)
+static void vnni_init(const xconv_exec *e, const ig_geom *q, const char *blob)
 {
     const xconv_canon *p = e->p;
     const int nr = q->g->nr;
     const int64_t kk = xconv__prod3(p->k_size);
     uint32_t *init = (uint32_t *)((char *)e->workspace + q->bp);  /* panels rows of nr */
-    const uint32_t *psum = (const uint32_t *)((const char *)e->workspace + q->psum);
+    const uint32_t *psum = (const uint32_t *)(blob + q->psum);
     const uint32_t scale = q->x_unsigned ? (uint32_t)0 - 128u : 128u;
     memset(init, 0, sizeof(uint32_t) * (size_t)(q->panels * nr));
     for (int64_t panel = 0; panel < q->panels; panel++) {
@@ -541,7 +549,7 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
         if (count > end - item) count = end - item;
         if (count > gt) count = gt;
         const int64_t panel = gp % q->panels, g = gp / q->panels;
-        const char *wpanel = (const char *)e->workspace + q->wp +
+        const char *wpanel = t->blob + q->wp +
                              q->b_row * (size_t)(gp * xconv__prod3(p->k_size) * q->cin_r);
         const void *init = p->has_bias || q->vnni ? (const char *)e->workspace + q->bp + q->row_bytes * (size_t)gp
                                                   : NULL;
@@ -615,14 +623,15 @@ static xconv_status ig_run(const xconv_exec *e, xconv_error *err)
     const ig_geom q = ig_geom_of(p);
     const size_t cs = xconv__ctype_size(p->ct);
     char *ws = e->workspace;
-    ig_task t = {.e = e, .q = &q};
+    ig_task t = {.e = e, .q = &q, .blob = p->prepacked ? (char *)e->packed : ws};
 
-    xconv__parallel_for_slot(e->ctx, p->groups * q.panels * xconv__prod3(p->k_size),
-                             q.vnni ? pack_weights_vnni_range : pack_weights_range, &t);
+    if (!p->prepacked)
+        xconv__parallel_for_slot(e->ctx, p->groups * q.panels * xconv__prod3(p->k_size),
+                                 q.vnni ? pack_weights_vnni_range : pack_weights_range, &t);
     if (q.vnni) {
-        vnni_init(e, &q);
+        vnni_init(e, &q, t.blob);
     } else if (p->has_bias) {
-        char *tmp = ws + q.slots + ptr_bytes(&q);
+        _Alignas(64) unsigned char tmp[64 * 16];
         for (int64_t g = 0; g < p->groups; g++)
             for (int64_t panel = 0; panel < q.panels; panel++) {
                 const int64_t o0 = g * p->cout_g + panel * q.g->nr;
@@ -657,6 +666,17 @@ static xconv_status ig_run(const xconv_exec *e, xconv_error *err)
     return XCONV_STATUS_OK;
 }
 
+static size_t ig_prepack_bytes(const xconv_canon *p) { return ig_geom_of(p).blob; }
+
+static void ig_prepack(const xconv_canon *p, xconv_context *ctx, const void *w, void *packed)
+{
+    const ig_geom q = ig_geom_of(p);
+    const xconv_exec e = {.p = p, .ctx = ctx, .w = w};
+    ig_task t = {.e = &e, .q = &q, .blob = packed};
+    xconv__parallel_for_slot(ctx, p->groups * q.panels * xconv__prod3(p->k_size),
+                             q.vnni ? pack_weights_vnni_range : pack_weights_range, &t);
+}
+
 const xconv_engine xconv__engine_cpu_igemm = {
     .name = "cpu.igemm",
     .device = XCONV_DEVICE_CPU,
@@ -664,4 +684,6 @@ const xconv_engine xconv__engine_cpu_igemm = {
     .workspace_bytes = ig_workspace_bytes,
     .cost = ig_cost,
     .run = ig_run,
+    .prepack_bytes = ig_prepack_bytes,
+    .prepack = ig_prepack,
 };
