@@ -83,9 +83,83 @@ bool xconv__same_bits(xconv_ctype ct, xconv_dtype d)
     }
 }
 
+/*
+ * Dense rows of the common conversions as plain typed loops, which the compiler vectorizes
+ * (the per-element switches below do not): integers widened into u32/u64 or truncated back,
+ * bf16 <-> f32. Each computes exactly what the general path computes. Returns false when
+ * (ct, d) has no dense loop.
+ */
+XCONV_TARGET_CLONES
+static bool load_dense(xconv_ctype ct, xconv_dtype d, const void *src, void *dst, int64_t n)
+{
+    if (ct == XCONV_CT_F32 && d == XCONV_DTYPE_BF16) {
+        const uint16_t *s = src;
+        float *o = dst;
+        for (int64_t i = 0; i < n; i++) {
+            const uint32_t b = (uint32_t)s[i] << 16;
+            memcpy(&o[i], &b, 4);
+        }
+        return true;
+    }
+    if (ct != XCONV_CT_U32 && ct != XCONV_CT_U64) return false;
+    switch (d) {
+#define XCONV_DTYPE(E, name, ctype, bytes, fam, bits, sgn)                              \
+    case XCONV_DTYPE_##E:                                                              \
+        if (XCONV_FAMILY_##fam != XCONV_FAMILY_INT) return false;                      \
+        if (ct == XCONV_CT_U32) {                                                      \
+            const ctype *s = src;                                                      \
+            uint32_t *o = dst;                                                         \
+            for (int64_t i = 0; i < n; i++) o[i] = (uint32_t)s[i];                     \
+        } else {                                                                       \
+            const ctype *s = src;                                                      \
+            uint64_t *o = dst;                                                         \
+            for (int64_t i = 0; i < n; i++) o[i] = (uint64_t)s[i];                     \
+        }                                                                              \
+        return true;
+#include "core/dtypes.def"
+#undef XCONV_DTYPE
+    default: return false;
+    }
+}
+
+XCONV_TARGET_CLONES
+static bool store_dense(xconv_ctype ct, xconv_dtype d, const void *src, void *dst, int64_t n)
+{
+    if (ct == XCONV_CT_F32 && d == XCONV_DTYPE_BF16) {
+        const float *s = src; /* xconv_f32_to_bf16, branch-free */
+        uint16_t *o = dst;
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t b;
+            memcpy(&b, &s[i], 4);
+            const uint32_t rounded = (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
+            o[i] = (uint16_t)((b & 0x7fffffffu) > 0x7f800000u ? (b >> 16) | 0x40u : rounded);
+        }
+        return true;
+    }
+    if ((ct != XCONV_CT_U32 && ct != XCONV_CT_U64) || xconv__dtype_family(d) != XCONV_FAMILY_INT) return false;
+    /* truncation to the storage width, through the unsigned type of that width */
+#define STORE_TRUNC(T)                                                                   \
+    do {                                                                                 \
+        T *o = dst;                                                                      \
+        if (ct == XCONV_CT_U32)                                                          \
+            for (int64_t i = 0; i < n; i++) o[i] = (T)((const uint32_t *)src)[i];         \
+        else                                                                             \
+            for (int64_t i = 0; i < n; i++) o[i] = (T)((const uint64_t *)src)[i];         \
+    } while (0)
+    switch (xconv_dtype_size(d)) {
+    case 1: STORE_TRUNC(uint8_t); return true;
+    case 2: STORE_TRUNC(uint16_t); return true;
+    case 4: STORE_TRUNC(uint32_t); return true;
+    case 8: STORE_TRUNC(uint64_t); return true;
+    default: return false;
+    }
+#undef STORE_TRUNC
+}
+
 void xconv__load_row(xconv_ctype ct, xconv_dtype d, const void *src, int64_t src_stride,
                      void *dst, int64_t n)
 {
+    if (n > 0 && src_stride == 1 && load_dense(ct, d, src, dst, n)) return;
     if (n > 0 && xconv__same_bits(ct, d)) {
         const size_t cs = xconv__ctype_size(ct);
         if (src_stride == 1) {
@@ -164,6 +238,8 @@ void xconv__load_row(xconv_ctype ct, xconv_dtype d, const void *src, int64_t src
 void xconv__store_row(xconv_ctype ct, xconv_dtype d, const void *src, void *dst,
                       int64_t dst_stride, int64_t n)
 {
+    if (n > 0 && dst_stride == 1 && !xconv__same_bits(ct, d) && store_dense(ct, d, src, dst, n))
+        return;
     if (n > 0 && dst_stride == 1 && xconv__same_bits(ct, d)) {
         memcpy(dst, src, (size_t)n * xconv__ctype_size(ct));
         return;

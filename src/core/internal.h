@@ -13,6 +13,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Plain loops that vectorize, built for AVX-512 and AVX2 as well as the library's SSE2
+ * baseline and picked at load time (ifunc), where the toolchain supports it. */
+#if defined(__x86_64__) && defined(__linux__) && (defined(__clang__) || defined(__GNUC__))
+#define XCONV_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define XCONV_TARGET_CLONES
+#endif
+
 /* ---------------------------------------------------------------------------------------- */
 /* Errors                                                                                   */
 /* ---------------------------------------------------------------------------------------- */

@@ -275,6 +275,13 @@ static void convert_x_range(void *arg, int64_t begin, int64_t end, int slot)
                 xconv__load_row(p->ct, p->x_dtype, src, p->x_sc, px, p->cin);
                 continue;
             }
+            if (p->x_sc == 1) { /* dense bytes: the shift alone, vectorized */
+                const unsigned char *sb = (const unsigned char *)src;
+                unsigned char *db = (unsigned char *)px;
+                const int64_t cin = p->cin;
+                for (int64_t c = 0; c < cin; c++) db[c] = (unsigned char)(sb[c] ^ 0x80u);
+                continue;
+            }
             for (int64_t c0 = 0; c0 < p->cin; c0 += 64) {
                 const int64_t cnt = p->cin - c0 < 64 ? p->cin - c0 : 64;
                 xconv__load_row(XCONV_CT_U32, p->x_dtype, src + c0 * p->x_sc * xes, p->x_sc, tmp, cnt);
