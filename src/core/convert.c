@@ -89,9 +89,48 @@ bool xconv__same_bits(xconv_ctype ct, xconv_dtype d)
  * bf16 <-> f32. Each computes exactly what the general path computes. Returns false when
  * (ct, d) has no dense loop.
  */
+/* f16 <-> f32 in integer and float steps that vectorize, equal to xconv_f16_to_f32 and
+ * xconv_f32_to_f16 for every input (NaN in: the same canonical NaN out). */
+static inline float f16_decode(uint16_t h)
+{
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, em = h & 0x7fffu, m = h & 0x3ffu;
+    const uint32_t normal = (em << 13) + (112u << 23);        /* rebias the exponent */
+    const float sub = (float)m * 0x1p-24f;                    /* exact, no subnormal f32 */
+    uint32_t subbits;
+    memcpy(&subbits, &sub, 4);
+    uint32_t b = em < 0x400u ? subbits : em < 0x7c00u ? normal : em == 0x7c00u ? 0x7f800000u : 0;
+    b = em > 0x7c00u ? 0x7fc00000u : b | sign;
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+
+static inline uint16_t f16_encode(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    const uint32_t sign = (b >> 16) & 0x8000u, a = b & 0x7fffffffu;
+    /* normal f16 range: drop 13 mantissa bits to nearest even; a carry moves the exponent */
+    const uint32_t r = a - (112u << 23);
+    const uint32_t normal = (r + 0xfffu + ((r >> 13) & 1u)) >> 13;
+    /* below 2^-14: |f| + 0.5 rounds at 2^-24 steps, to nearest even, in the FPU */
+    float t = (f < 0 ? -f : f) + 0.5f;
+    uint32_t tb;
+    memcpy(&tb, &t, 4);
+    const uint32_t sub = tb - 0x3f000000u;
+    const uint32_t mag = a >= 0x477ff000u ? 0x7c00u : a >= 0x38800000u ? normal : sub;
+    return (uint16_t)(a > 0x7f800000u ? 0x7e00u | sign : mag | sign);
+}
+
 XCONV_TARGET_CLONES
 static bool load_dense(xconv_ctype ct, xconv_dtype d, const void *src, void *dst, int64_t n)
 {
+    if (ct == XCONV_CT_F32 && d == XCONV_DTYPE_F16) {
+        const uint16_t *s = src;
+        float *o = dst;
+        for (int64_t i = 0; i < n; i++) o[i] = f16_decode(s[i]);
+        return true;
+    }
     if (ct == XCONV_CT_F32 && d == XCONV_DTYPE_BF16) {
         const uint16_t *s = src;
         float *o = dst;
@@ -125,6 +164,12 @@ static bool load_dense(xconv_ctype ct, xconv_dtype d, const void *src, void *dst
 XCONV_TARGET_CLONES
 static bool store_dense(xconv_ctype ct, xconv_dtype d, const void *src, void *dst, int64_t n)
 {
+    if (ct == XCONV_CT_F32 && d == XCONV_DTYPE_F16) {
+        const float *s = src;
+        uint16_t *o = dst;
+        for (int64_t i = 0; i < n; i++) o[i] = f16_encode(s[i]);
+        return true;
+    }
     if (ct == XCONV_CT_F32 && d == XCONV_DTYPE_BF16) {
         const float *s = src; /* xconv_f32_to_bf16, branch-free */
         uint16_t *o = dst;

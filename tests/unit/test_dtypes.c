@@ -620,6 +620,45 @@ static void test_dense_rows(void)
     }
 }
 
+/* The dense f16 loops against the scalar converters: every f16 encoding decoded, and f32
+ * values from every f16 neighbourhood (ties, overflow edge, subnormals, NaNs) encoded. */
+static void test_dense_f16(void)
+{
+    static uint16_t h[65536];
+    static float f[65536];
+    static unsigned char out[65536 * 4];
+    for (uint32_t i = 0; i < 65536; i++) h[i] = (uint16_t)i;
+    xconv__load_row(XCONV_CT_F32, XCONV_DTYPE_F16, h, 1, out, 65536);
+    int bad = 0;
+    for (uint32_t i = 0; i < 65536; i++) {
+        const float want = xconv_f16_to_f32((uint16_t)i);
+        bad += memcmp(out + 4 * i, &want, 4) != 0;
+    }
+    XT_CHECK(bad == 0, "load_row f16 -> f32: %d of 65536 encodings differ from xconv_f16_to_f32", bad);
+    tu_rng r = {0xfeedfacecafebeefull};
+    for (int round = 0; round < 16; round++) {
+        for (uint32_t i = 0; i < 65536; i++) {
+            /* an f32 near f16 encoding i (exact, +-1 ulp of f16/2 = ties, or random bits) */
+            uint32_t b = bits_of_f32(xconv_f16_to_f32((uint16_t)i));
+            switch (round % 4) {
+            case 0: break;
+            case 1: b += 0x1000u; break; /* the midpoint above (ties to even) */
+            case 2: b += (uint32_t)(tu_next(&r) & 0x1fffu); break;
+            default: b = (uint32_t)tu_next(&r); break;
+            }
+            f[i] = f32_of_bits(b);
+        }
+        xconv__store_row(XCONV_CT_F32, XCONV_DTYPE_F16, f, out, 1, 65536);
+        bad = 0;
+        for (uint32_t i = 0; i < 65536; i++) {
+            const uint16_t want = xconv_f32_to_f16(f[i]);
+            bad += memcmp(out + 2 * i, &want, 2) != 0;
+        }
+        XT_CHECK(bad == 0, "store_row f32 -> f16 round %d: %d of 65536 differ from xconv_f32_to_f16",
+                 round, bad);
+    }
+}
+
 int main(void)
 {
     test_table();
@@ -629,5 +668,6 @@ int main(void)
     test_int_wrap();
     test_round_once();
     test_dense_rows();
+    test_dense_f16();
     return xt_finish("test_dtypes");
 }
