@@ -87,8 +87,10 @@ static ig_geom ig_geom_of(const xconv_canon *p)
     q.g = xconv__igemm_geom(p->ct);
     const size_t cs = xconv__ctype_size(p->ct);
     const bool tr = p->op == XCONV_OP_CONV_TRANSPOSE;
-    /* 8-bit conv with a y of at most 32 bits (u32 compute type): VNNI byte kernels */
-    if (!tr && p->ct == XCONV_CT_U32 && p->groups == 1 &&
+    /* 8-bit x with a y of at most 32 bits (u32 compute type): VNNI byte kernels. The x'
+     * shift's correction is per tap, so conv_transpose (whose tiles sum a subset of the taps)
+     * corrects each tile's init by its own taps. */
+    if (p->ct == XCONV_CT_U32 && p->groups == 1 &&
         (p->x_dtype == XCONV_DTYPE_I8 || p->x_dtype == XCONV_DTYPE_U8)) {
         const xconv_igemm_geom *v = xconv__igemm_geom_vnni(p->x_dtype == XCONV_DTYPE_I8);
         if (v) q.g = v, q.vnni = true, q.x_unsigned = p->x_dtype == XCONV_DTYPE_I8;
@@ -136,7 +138,9 @@ static ig_geom ig_geom_of(const xconv_canon *p)
     q.zero = q.bp + align64(q.row_bytes * (size_t)(p->groups * q.panels));
     q.xbuf = q.zero + align64(q.a_es * (size_t)q.len);
     q.slots = q.xbuf + (q.copy ? align64(img_bytes * (size_t)q.chunk_n) : 0);
-    q.slot_bytes = ptr_bytes(&q) + align64((size_t)(q.group * q.g->mr) * q.row_bytes);
+    /* per thread: the C tiles, then (VNNI transpose) an init row per tile and one spare */
+    q.slot_bytes = ptr_bytes(&q) + align64((size_t)(q.group * q.g->mr) * q.row_bytes) +
+                   (q.vnni && tr ? align64((size_t)(q.group + 1) * q.row_bytes) : 0);
     q.total = q.slots + q.slot_bytes * (size_t)(p->threads > 0 ? p->threads : 1);
     return q;
 }
@@ -330,7 +334,8 @@ static void pack_weights_vnni_range(void *arg, int64_t begin, int64_t end, int s
 }
 
 /* init = bias + the shift correction: -128 * sum(w) when x' = x + 128 is the unsigned
- * operand (i8), +128 * sum(w) when x' = x - 128 is the signed one (u8); all mod 2^32. */
+ * operand (i8), +128 * sum(w) when x' = x - 128 is the signed one (u8); all mod 2^32.
+ * conv sums every tap; conv_transpose's correction is added per tile (tap_init). */
 static void vnni_init(const xconv_exec *e, const ig_geom *q, const char *blob)
 {
     const xconv_canon *p = e->p;
@@ -348,8 +353,9 @@ static void vnni_init(const xconv_exec *e, const ig_geom *q, const char *blob)
             xconv__load_row(XCONV_CT_U32, p->bias_dtype,
                             (const char *)e->bias + (p->b_off + o0 * p->b_s) * (int64_t)xconv_dtype_size(p->bias_dtype),
                             p->b_s, row, cnt);
-        for (int64_t k = 0; k < kk; k++)
-            for (int64_t j = 0; j < cnt; j++) row[j] += scale * psum[(panel * kk + k) * nr + j];
+        if (p->op == XCONV_OP_CONV) /* every tap of every position (padding reads x = 0) */
+            for (int64_t k = 0; k < kk; k++)
+                for (int64_t j = 0; j < cnt; j++) row[j] += scale * psum[(panel * kk + k) * nr + j];
     }
 }
 
@@ -501,9 +507,28 @@ static int64_t transpose_tile(const ig_task *t, int64_t g, int64_t tile, const c
     return r;
 }
 
+/* VNNI conv_transpose: init for a call summing runs b[0..runs) = the panel's bias row plus
+ * the x' shift's correction over exactly those taps (b[r] locates tap k in the panel). */
+static void tap_init(const ig_task *t, const char *wpanel, const void *base, int64_t panel,
+                     const void *const *b, int64_t runs, int64_t bstep, uint32_t *out)
+{
+    const ig_geom *q = t->q;
+    const int nr = q->g->nr;
+    const int64_t kk = xconv__prod3(t->e->p->k_size);
+    const uint32_t *psum = (const uint32_t *)(t->blob + q->psum);
+    const uint32_t scale = q->x_unsigned ? (uint32_t)0 - 128u : 128u;
+    memcpy(out, base, sizeof(uint32_t) * (size_t)nr);
+    for (int64_t r = 0; r < runs; r++) {
+        const int64_t k = (int64_t)(((const char *)b[r * bstep] - wpanel) / (ptrdiff_t)(q->b_row * (size_t)q->cin_r));
+        const uint32_t *ps = psum + (panel * kk + k) * nr;
+        for (int j = 0; j < nr; j++) out[j] += scale * ps[j];
+    }
+}
+
 /* One position's own taps of a mixed transpose tile, summed in one call (no blocking). */
 static void run_mixed(const ig_task *t, const ig_tile *tl, const void **a, const void **b,
-                      const void **a1, const void **b1, const void *init, void **c, int cnt)
+                      const void **a1, const void **b1, const void *init, void **c, int cnt,
+                      const char *wpanel, int64_t panel, uint32_t *own_init)
 {
     const ig_geom *q = t->q;
     const int mr = q->g->mr;
@@ -519,7 +544,8 @@ static void run_mixed(const ig_task *t, const ig_tile *tl, const void **a, const
             for (int k = 1; k < mr; k++) a1[own * mr + k] = zero;
             b1[own++] = b[r];
         }
-        q->g->kernel(own, q->len, a1, b1, init, c + i, 1, cnt, 0);
+        if (q->vnni) tap_init(t, wpanel, init, panel, b1, own, 1, own_init);
+        q->g->kernel(own, q->len, a1, b1, q->vnni ? own_init : init, c + i, 1, cnt, 0);
     }
 }
 
@@ -547,6 +573,7 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
     void **c = (void **)(b1 + mx);                    /* [gt][mr] */
     ig_tile *tiles = (ig_tile *)(c + gt * mr);
     char *ctile = scratch + ptr_bytes(q);             /* [gt][mr] rows */
+    uint32_t *tinit = (uint32_t *)(ctile + align64((size_t)(gt * mr) * q->row_bytes)); /* [gt + 1] */
     const bool tr = p->op == XCONV_OP_CONV_TRANSPOSE;
     int64_t pos[8][4];
 
@@ -583,9 +610,11 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
             if (tl->done) continue;
             /* live positions come first in a tile, so rows i < m are exactly the live ones */
             if (tl->mixed || tl->runs == 0) {
-                if (tl->mixed) run_mixed(t, tl, at, bt, a1, b1, init, ct, cnt);
+                if (tl->mixed) run_mixed(t, tl, at, bt, a1, b1, init, ct, cnt, wpanel, panel, tinit + gt * q->g->nr);
                 else q->g->kernel(0, q->len, at, bt, init, ct, tl->m, cnt, 0);
                 tl->done = true;
+            } else if (q->vnni && tr) {
+                tap_init(t, wpanel, init, panel, bt, tl->runs, 1, tinit + ti * q->g->nr);
             }
             if (!tl->done && tl->runs > longest) longest = tl->runs;
         }
@@ -597,7 +626,8 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
                     const ig_tile *tl = &tiles[ti];
                     if (tl->done || r0 >= tl->runs) continue;
                     const int64_t nt = tl->runs - r0 < rb ? tl->runs - r0 : rb;
-                    q->g->kernel(nt, q->len, a + ti * mx * mr + r0 * mr, b + ti * mx + r0, init,
+                    q->g->kernel(nt, q->len, a + ti * mx * mr + r0 * mr, b + ti * mx + r0,
+                                 q->vnni && tr ? (const void *)(tinit + ti * q->g->nr) : init,
                                  c + ti * mr, tl->m, cnt, r0 > 0);
                 }
         } else {
@@ -610,7 +640,8 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
                         const void **at = a + ti * mx * mr + r * mr;
                         for (int i = 0; i < mr; i++) a1[i] = (const char *)at[i] + (size_t)c0 * q->a_es;
                         b1[0] = (const char *)b[ti * mx + r] + (size_t)c0 * q->b_row;
-                        q->g->kernel(1, kl, a1, b1, init, c + ti * mr, tl->m, cnt, r > 0 || c0 > 0);
+                        q->g->kernel(1, kl, a1, b1, q->vnni && tr ? (const void *)(tinit + ti * q->g->nr) : init,
+                                     c + ti * mr, tl->m, cnt, r > 0 || c0 > 0);
                     }
                 }
         }
