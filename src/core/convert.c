@@ -105,6 +105,20 @@ static inline float f16_decode(uint16_t h)
     return f;
 }
 
+/* e4m3 (bias 7, no infinities, S.1111.111 is NaN) to f32, as xconv_f8e4m3_to_f32 does. */
+static inline float e4m3_decode(uint8_t v)
+{
+    const uint32_t sign = (uint32_t)(v & 0x80u) << 24, em = v & 0x7fu, m = v & 7u;
+    const float sub = (float)m * 0x1p-9f;
+    uint32_t subbits;
+    memcpy(&subbits, &sub, 4);
+    uint32_t b = em < 8u ? subbits : (em << 20) + (120u << 23);
+    b = em == 0x7fu ? 0x7fc00000u : b | sign;
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+
 static inline uint16_t f16_encode(float f)
 {
     uint32_t b;
@@ -129,6 +143,18 @@ static bool load_dense(xconv_ctype ct, xconv_dtype d, const void *src, void *dst
         const uint16_t *s = src;
         float *o = dst;
         for (int64_t i = 0; i < n; i++) o[i] = f16_decode(s[i]);
+        return true;
+    }
+    if (ct == XCONV_CT_F32 && d == XCONV_DTYPE_F8E5M2) { /* the upper byte of an f16 */
+        const uint8_t *s = src;
+        float *o = dst;
+        for (int64_t i = 0; i < n; i++) o[i] = f16_decode((uint16_t)(s[i] << 8));
+        return true;
+    }
+    if (ct == XCONV_CT_F32 && d == XCONV_DTYPE_F8E4M3) {
+        const uint8_t *s = src;
+        float *o = dst;
+        for (int64_t i = 0; i < n; i++) o[i] = e4m3_decode(s[i]);
         return true;
     }
     if (ct == XCONV_CT_F32 && d == XCONV_DTYPE_BF16) {

@@ -635,6 +635,19 @@ static void test_dense_f16(void)
         bad += memcmp(out + 4 * i, &want, 4) != 0;
     }
     XT_CHECK(bad == 0, "load_row f16 -> f32: %d of 65536 encodings differ from xconv_f16_to_f32", bad);
+    uint8_t b8[256];
+    for (int i = 0; i < 256; i++) b8[i] = (uint8_t)i;
+    for (int fmt = 0; fmt < 2; fmt++) {
+        const xconv_dtype dt = fmt ? XCONV_DTYPE_F8E5M2 : XCONV_DTYPE_F8E4M3;
+        xconv__load_row(XCONV_CT_F32, dt, b8, 1, out, 256);
+        bad = 0;
+        for (int i = 0; i < 256; i++) {
+            const float want = fmt ? xconv_f8e5m2_to_f32((uint8_t)i) : xconv_f8e4m3_to_f32((uint8_t)i);
+            bad += memcmp(out + 4 * i, &want, 4) != 0;
+        }
+        XT_CHECK(bad == 0, "load_row %s -> f32: %d of 256 encodings differ from the scalar decoder",
+                 fmt ? "f8e5m2" : "f8e4m3", bad);
+    }
     tu_rng r = {0xfeedfacecafebeefull};
     for (int round = 0; round < 16; round++) {
         for (uint32_t i = 0; i < 65536; i++) {
