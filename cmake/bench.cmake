@@ -5,6 +5,10 @@
 #   oneDNN   (Debian libdnnl-dev)    peer, option XCONV_BENCH_ONEDNN, ON when found
 #   XNNPACK  (Debian libxnnpack-dev, libpthreadpool-dev)
 #                                    peer, option XCONV_BENCH_XNNPACK, ON when found
+#   cuDNN    (cudnn.h, with the CUDA backend)
+#                                    peer of `xconv bench --device cuda`, option
+#                                    XCONV_BENCH_CUDNN, ON when the header is found; the
+#                                    library is loaded with dlopen at run time, not linked
 #
 # Without a peer the bench still builds and measures xconv alone.
 if(NOT TARGET xconv_cli)
@@ -85,4 +89,34 @@ if(XCONV_BENCH_XNNPACK AND XCONV_XNNPACK_FOUND)
   message(STATUS "xconv bench: XNNPACK peer ${XCONV_XNNPACK_LIB}")
 elseif(XCONV_BENCH_XNNPACK)
   message(STATUS "xconv bench: XNNPACK not found (Debian: libxnnpack-dev libpthreadpool-dev)")
+endif()
+
+# ---- cuDNN (xconv bench --device cuda) ----------------------------------------------------
+# Only the header is used at build time: bench/peer_cudnn.c opens libcudnn.so.9 with dlopen
+# when the bench runs ($XCONV_CUDNN_LIB, the loader's path, or the lib folder of PyTorch's
+# nvidia.cudnn wheel), so a binary built against this machine's cuDNN 9 also runs where cuDNN
+# ships inside Python. Without the header (or without the CUDA backend) the peer is a stub and
+# `xconv bench --device cuda` times xconv alone.
+if(XCONV_HAVE_CUDA)
+  find_path(XCONV_CUDNN_INCLUDE cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV CUDNN_PATH
+            PATH_SUFFIXES include)
+  find_library(XCONV_CUDNN_LIB cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} ENV CUDNN_PATH
+               PATH_SUFFIXES lib lib64)
+  set(XCONV_CUDNN_FOUND OFF)
+  if(XCONV_CUDNN_INCLUDE)
+    set(XCONV_CUDNN_FOUND ON)
+  endif()
+  option(XCONV_BENCH_CUDNN "Benchmark CUDA against cuDNN (header at build time, dlopen at run time)"
+         ${XCONV_CUDNN_FOUND})
+  if(XCONV_BENCH_CUDNN AND XCONV_CUDNN_FOUND)
+    target_include_directories(xconv_cli SYSTEM PRIVATE ${XCONV_CUDNN_INCLUDE})
+    target_compile_definitions(xconv_cli PRIVATE XCONV_HAVE_CUDNN)
+    if(XCONV_CUDNN_LIB)
+      message(STATUS "xconv bench: cuDNN peer (${XCONV_CUDNN_INCLUDE}/cudnn.h; loaded at run time, here ${XCONV_CUDNN_LIB})")
+    else()
+      message(STATUS "xconv bench: cuDNN peer (${XCONV_CUDNN_INCLUDE}/cudnn.h; loaded at run time)")
+    endif()
+  elseif(XCONV_BENCH_CUDNN)
+    message(STATUS "xconv bench: cuDNN header not found; bench --device cuda times xconv alone")
+  endif()
 endif()

@@ -19,6 +19,7 @@
 #ifdef XCONV_HAVE_BENCH
 
 #include "bench.h"
+#include "bench_cuda.h"
 
 #include <cjson/cJSON.h>
 #include <limits.h>
@@ -58,7 +59,11 @@ static const char usage[] =
     "  --json            print a JSON array, one object per entry and dtype\n"
     "  --verbose, -v     print every rep's time per side on stderr\n"
     "  --pack-each-run   create xconv's plans without constant_weights, so that weight\n"
-    "                    packing is timed in every run (the peers reorder once)\n";
+    "                    packing is timed in every run (the peers reorder once)\n"
+    "  --device D        cpu (default) or cuda: xconv on CUDA tensors against cuDNN (the\n"
+    "                    'gpu' list, bf16 by default; --peers all|none|cudnn; --min-time is\n"
+    "                    per timed batch; --threads and --settle do not apply; GPU.md)\n"
+    "  --no-rotate       cuda: do not cycle inputs through copies larger than the L2 cache\n";
 
 enum { MAX_DTYPES = 32, MAX_SIDES = 1 + 2 * BENCH_MAX_CONFIGS, MAX_REPS = 101 };
 
@@ -71,6 +76,7 @@ typedef struct options {
     xconv_layout layout;
     bool         json, onednn, xnnpack, verbose;
     bool         pack_each_run; /* no constant_weights: xconv packs weights in every run */
+    bool         cuda, cudnn, rotate; /* --device cuda (bench/cuda_bench.c) */
 } options;
 
 /* One timed side: xconv or a peer configuration. */
@@ -560,8 +566,10 @@ static void table_row(const bench_problem *p, xconv_dtype xt, xconv_dtype yt, co
 /* ---- options --------------------------------------------------------------------------- */
 
 /* The default suite: the compile-time path, then ../shared beside the executable's repo
- * (build dir one level down), then relative to the working directory. */
-static const char *default_suite(char *buf, size_t len)
+ * (build dir one level down), then relative to the working directory. With --device cuda,
+ * where ../shared does not travel to the device machine, then the copy of the gpu list in
+ * tests/gpu/suite_gpu.json beside the executable's repo, or under the working directory. */
+static const char *default_suite(char *buf, size_t len, bool cuda)
 {
 #ifdef XCONV_BENCH_DEFAULT_SUITE
     if (access(XCONV_BENCH_DEFAULT_SUITE, R_OK) == 0) return XCONV_BENCH_DEFAULT_SUITE;
@@ -576,7 +584,13 @@ static const char *default_suite(char *buf, size_t len)
         }
         snprintf(buf, len, "%s/../shared/bench/suite.json", exe);
         if (access(buf, R_OK) == 0) return buf;
+        snprintf(buf, len, "%s/tests/gpu/suite_gpu.json", exe);
+        if (cuda && access("../shared/bench/suite.json", R_OK) != 0 && access(buf, R_OK) == 0)
+            return buf;
     }
+    if (cuda && access("../shared/bench/suite.json", R_OK) != 0 &&
+        access("tests/gpu/suite_gpu.json", R_OK) == 0)
+        return "tests/gpu/suite_gpu.json";
     return "../shared/bench/suite.json";
 }
 
@@ -632,21 +646,32 @@ static int parse_options(int argc, char **argv, options *o, bool *help)
         {"min-time", true, NULL, false}, {"budget", true, NULL, false},
         {"json", false, NULL, false},    {"settle", true, NULL, false},
         {"verbose", false, NULL, false}, {"pack-each-run", false, NULL, false},
+        {"device", true, NULL, false},   {"no-rotate", false, NULL, false},
     };
     int nopts = (int)(sizeof opts / sizeof opts[0]);
     int rc = xconv_args_parse(argc, argv, opts, nopts, "bench");
     if (rc) return rc;
     *help = opts[0].seen;
     memset(o, 0, sizeof *o);
+    const xconv_opt *device = xconv_args_get(opts, nopts, "device");
+    if (device->seen) {
+        if (strcmp(device->value, "cuda") == 0) o->cuda = true;
+        else if (strcmp(device->value, "cpu") != 0)
+            return xconv_cli_fail(XCONV_EXIT_INVALID, "bench", "--device %s must be cpu or cuda",
+                                  device->value);
+    }
+    o->rotate = !xconv_args_get(opts, nopts, "no-rotate")->seen;
     o->suite = xconv_args_get(opts, nopts, "suite")->value;
-    o->list = opts[2].seen ? opts[2].value : "cpu";
+    o->list = opts[2].seen ? opts[2].value : o->cuda ? "gpu" : "cpu";
     o->filter = opts[3].value;
     o->engine = opts[7].value;
     o->pack_each_run = xconv_args_get(opts, nopts, "pack-each-run")->seen;
     o->json = opts[12].seen;
     o->verbose = opts[14].seen;
-    o->onednn = o->xnnpack = true;
-    if ((rc = parse_dtypes(opts[4].seen ? opts[4].value : "f32", o))) return rc;
+    o->onednn = o->xnnpack = !o->cuda;
+    o->cudnn = o->cuda;
+    if ((rc = parse_dtypes(opts[4].seen ? opts[4].value : o->cuda ? "bf16" : "f32", o)))
+        return rc;
     double v = 2;
     if (opts[5].seen && (rc = parse_number(&opts[5], 1, 1024, &v))) return rc;
     o->threads = (int)v;
@@ -668,7 +693,13 @@ static int parse_options(int argc, char **argv, options *o, bool *help)
             return xconv_cli_fail(XCONV_EXIT_INVALID, "bench",
                                   "--layout %s must be channels_last or channels_first", l);
     }
-    if (opts[8].seen) {
+    if (opts[8].seen && o->cuda) {
+        const char *s = opts[8].value;
+        o->cudnn = strcmp(s, "cudnn") == 0 || strcmp(s, "all") == 0;
+        if (!o->cudnn && strcmp(s, "none") != 0)
+            return xconv_cli_fail(XCONV_EXIT_INVALID, "bench",
+                                  "--peers %s must be all, none or cudnn with --device cuda", s);
+    } else if (opts[8].seen) {
         const char *s = opts[8].value;
         o->onednn = strstr(s, "onednn") || strcmp(s, "all") == 0;
         o->xnnpack = strstr(s, "xnnpack") || strcmp(s, "all") == 0;
@@ -689,8 +720,13 @@ int xconv_cmd_bench(int argc, char **argv)
         fputs(usage, stdout);
         return XCONV_EXIT_OK;
     }
+    if (o.cuda) { /* before anything else: without a GPU, one clear line and exit 2 */
+        char why[320];
+        if (bench_cuda_check(why, sizeof why) != 0)
+            return xconv_cli_fail(XCONV_EXIT_INVALID, "bench", "--device cuda: %s", why);
+    }
     char pathbuf[PATH_MAX + 64];
-    const char *path = o.suite ? o.suite : default_suite(pathbuf, sizeof pathbuf);
+    const char *path = o.suite ? o.suite : default_suite(pathbuf, sizeof pathbuf, o.cuda);
     bench_problem *probs = NULL;
     int nprobs = 0;
     char msg[512];
@@ -704,6 +740,16 @@ int xconv_cmd_bench(int argc, char **argv)
         return xconv_cli_fail(XCONV_EXIT_INVALID, "bench", "no entry of list \"%s\" in %s %s%s",
                               o.list, path, o.filter ? "matches filter " : "",
                               o.filter ? o.filter : "");
+    }
+    if (o.cuda) {
+        bench_cuda_options co = {
+            .filter = o.filter, .engine = o.engine, .x_dtypes = o.x_dtypes,
+            .y_dtypes = o.y_dtypes, .ndtypes = o.ndtypes, .layout = o.layout, .reps = o.reps,
+            .min_time = o.min_time, .budget = o.budget, .json = o.json, .verbose = o.verbose,
+            .cudnn = o.cudnn, .rotate = o.rotate, .pack_each_run = o.pack_each_run};
+        rc = bench_cuda_run(&co, probs, nprobs);
+        free(probs);
+        return rc;
     }
 
     xconv_context *ctx = NULL;
