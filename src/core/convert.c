@@ -187,8 +187,13 @@ static bool load_dense(xconv_ctype ct, xconv_dtype d, const void *src, void *dst
     }
 }
 
-XCONV_TARGET_CLONES
-static bool store_dense(xconv_ctype ct, xconv_dtype d, const void *src, void *dst, int64_t n)
+#if defined(__GNUC__)
+#define XCONV_INLINE static inline __attribute__((always_inline))
+#else
+#define XCONV_INLINE static inline
+#endif
+
+XCONV_INLINE bool store_dense_body(xconv_ctype ct, xconv_dtype d, const void *src, void *dst, int64_t n)
 {
     if (ct == XCONV_CT_F32 && d == XCONV_DTYPE_F16) {
         const float *s = src;
@@ -225,6 +230,21 @@ static bool store_dense(xconv_ctype ct, xconv_dtype d, const void *src, void *ds
     default: return false;
     }
 #undef STORE_TRUNC
+}
+
+XCONV_TARGET_CLONES
+static bool store_dense(xconv_ctype ct, xconv_dtype d, const void *src, void *dst, int64_t n)
+{
+    return store_dense_body(ct, d, src, dst, n);
+}
+
+XCONV_TARGET_CLONES
+static bool store_dense_rows(xconv_ctype ct, xconv_dtype d, const void *src, size_t pitch,
+                             void *const *dst, int64_t n, int rows)
+{
+    for (int r = 0; r < rows; r++)
+        if (!store_dense_body(ct, d, (const char *)src + pitch * (size_t)r, dst[r], n)) return false;
+    return true;
 }
 
 void xconv__load_row(xconv_ctype ct, xconv_dtype d, const void *src, int64_t src_stride,
@@ -369,4 +389,14 @@ void xconv__store_row(xconv_ctype ct, xconv_dtype d, const void *src, void *dst,
     }
     default: break;
     }
+}
+
+void xconv__store_rows(xconv_ctype ct, xconv_dtype d, const void *src, size_t src_pitch,
+                       void *const *dst, int64_t dst_stride, int64_t n, int rows)
+{
+    if (rows > 0 && n > 0 && dst_stride == 1 && !xconv__same_bits(ct, d) &&
+        store_dense_rows(ct, d, src, src_pitch, dst, n, rows))
+        return; /* a row either converts densely or not, whatever its place */
+    for (int r = 0; r < rows; r++)
+        xconv__store_row(ct, d, (const char *)src + src_pitch * (size_t)r, dst[r], dst_stride, n);
 }

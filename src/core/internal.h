@@ -102,6 +102,10 @@ void xconv__load_row(xconv_ctype ct, xconv_dtype dtype, const void *src, int64_t
                      void *dst, int64_t n);
 void xconv__store_row(xconv_ctype ct, xconv_dtype dtype, const void *src, void *dst,
                       int64_t dst_stride, int64_t n);
+/* store_row for `rows` rows at once: row r from src + r * src_pitch bytes to dst[r]. One
+ * call per tile keeps the per-call costs off short rows. */
+void xconv__store_rows(xconv_ctype ct, xconv_dtype dtype, const void *src, size_t src_pitch,
+                       void *const *dst, int64_t dst_stride, int64_t n, int rows);
 
 /* ---------------------------------------------------------------------------------------- */
 /* The canonical problem                                                                    */

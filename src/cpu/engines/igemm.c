@@ -647,10 +647,12 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
         }
 
         if (!q->y_direct)
-            for (int64_t ti = 0; ti < count; ti++)
-                for (int i = 0; i < tiles[ti].m; i++)
-                    xconv__store_row(p->ct, p->y_dtype, ctile + (size_t)(ti * mr + i) * q->row_bytes,
-                                     (char *)e->y + tiles[ti].yel[i] * (int64_t)yes, p->y_sc, cnt);
+            for (int64_t ti = 0; ti < count; ti++) {
+                void *rows[8];
+                for (int i = 0; i < tiles[ti].m; i++) rows[i] = (char *)e->y + tiles[ti].yel[i] * (int64_t)yes;
+                xconv__store_rows(p->ct, p->y_dtype, ctile + (size_t)(ti * mr) * q->row_bytes, q->row_bytes,
+                                  rows, p->y_sc, cnt, tiles[ti].m);
+            }
         item += count;
     }
 }
