@@ -4,58 +4,158 @@
  *
  *   y[n, co, j] = bias[co] + sum_k x[n, co / mult, j*s + k*t - lo] * w[co, k]
  *
- * Two loop orders, chosen by where the channels are:
- *   channels contiguous in x and y (channels-last): per output pixel, vector over channels;
- *   otherwise: per (n, channel) plane, vector along the innermost spatial dim.
- * Weights and bias are packed once per execute into the compute type: wk [K, Cout], bp [Cout].
+ * Three paths, chosen per plan:
+ *   fast:   channels-last on AVX-512 with multiplier 1 and the dtypes of depthwise.h:
+ *           register-blocked tiles reading x and writing y in their storage dtypes
+ *           (depthwise_avx512.c); weights packed [channel block][K][16];
+ *   pixels: channels nearer than dim 2 otherwise: vector over channels (depthwise.tmpl.h);
+ *   planes: channels-first: per (n, channel) plane, vector along dim 2.
+ * The portable paths pack weights wk [K, Cout] and bias bp [Cout] in the compute type, or,
+ * when that would make the workspace too large, read w per use. Work items are output rows
+ * (segments of them along dim 2, and channel chunks for the pixels path), split statically
+ * over threads; every output is summed by one item in a fixed order.
  * Assumes: a validated canonical conv on the CPU with cin_g == 1.
  */
-#include "core/internal.h"
+#include "cpu/engines/depthwise.h"
 
+#include <stdlib.h>
 #include <string.h>
 
-/* The stencils are plain loops the compiler vectorizes: build them for AVX-512 and AVX2 as
- * well as the baseline, picked at load time (ifunc), since the library's baseline is SSE2. */
+/* The portable stencils are plain loops the compiler vectorizes: build them for AVX-512 and
+ * AVX2 as well as the baseline, picked at load time (ifunc), since the library's baseline is
+ * SSE2. */
 #if defined(__x86_64__) && defined(__linux__) && (defined(__clang__) || defined(__GNUC__))
 #define XCONV_DW_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define XCONV_DW_CLONES
 #endif
 
-#define XCONV_TEMPLATE "cpu/engines/depthwise.tmpl.h"
-#include "cpu/instantiate_ct.h"
+#define DW_ACC_BYTES    (16 << 10)   /* portable paths: accumulators of one item */
+#define DW_TMP_BYTES    (64 << 10)   /* converted x of one item */
+#define DW_MAX_CC       256          /* channels per item of the pixels path */
+#define DW_MAX_SEG      1024         /* outputs along dim 2 per item of the planes path */
+#define DW_WS_FLOOR     ((double)(16 << 20))
 
-static bool channels_inner(const xconv_canon *p) { return p->x_sc == 1 && p->y_sc == 1; }
+typedef enum dw_path { DW_FAST, DW_PIXELS, DW_PLANES } dw_path;
+
+/* Everything a plan's execution needs, derived from the problem alone. */
+typedef struct dw_geom {
+    dw_path path;
+    xconv_dw_xkind xk;
+    xconv_dw_ykind yk;
+    bool    packed;                       /* weights packed (else read per use) */
+    bool    window;                       /* pixels: x converted per kernel row */
+    int64_t seg, nseg, cc, nch, count;    /* items: count = rows * nseg * nch (or planes) */
+    size_t  wk, bp, slots, acc_bytes, tmp_bytes, slot_bytes, total;
+} dw_geom;
+
+typedef struct dw_ctx {
+    const xconv_exec *e;
+    const dw_geom    *g;
+    const void       *wk, *bp;            /* packed weights (NULL: read per use), bias or NULL */
+} dw_ctx;
 
 static size_t align64(size_t v) { return (v + 63) & ~(size_t)63; }
 
-/* Scratch of one chunk, in compute-type elements: acc then tmp. */
-static void scratch_elems(const xconv_canon *p, int64_t *acc, int64_t *tmp)
+/* Reads w[k, c .. c + cnt) (k the flat tap index) into dst in the compute type. */
+static void load_w(const dw_ctx *d, int64_t k, int64_t c, void *dst, int64_t cnt)
 {
-    if (channels_inner(p)) {
-        *acc = p->y_size[2] * p->cout;
-        *tmp = p->x_size[2] * p->cin;
-    } else {
-        *acc = p->y_size[2];
-        *tmp = p->x_size[2] + p->pad_lo[2] + p->pad_hi[2];
+    const xconv_canon *p = d->e->p;
+    const int64_t k0 = k / (p->k_size[1] * p->k_size[2]), k1 = k / p->k_size[2] % p->k_size[1],
+                  k2 = k % p->k_size[2];
+    const int64_t kel = p->w_off + k0 * p->w_sk[0] + k1 * p->w_sk[1] + k2 * p->w_sk[2];
+    const int64_t xes = (int64_t)xconv_dtype_size(p->x_dtype);
+    const size_t cs = xconv__ctype_size(p->ct);
+    if (p->cout_g == 1) {
+        xconv__load_row(p->ct, p->x_dtype, (const char *)d->e->w + (kel + c * p->w_sg) * xes, p->w_sg,
+                        dst, cnt);
+        return;
+    }
+    for (int64_t i = 0; i < cnt; i++) {
+        const int64_t co = c + i, el = kel + co / p->cout_g * p->w_sg + co % p->cout_g * p->w_so;
+        xconv__load_row(p->ct, p->x_dtype, (const char *)d->e->w + el * xes, 1, (char *)dst + cs * (size_t)i, 1);
     }
 }
 
-typedef struct dw_layout { size_t wk, bp, slots, slot_bytes, total; } dw_layout;
+#define XCONV_TEMPLATE "cpu/engines/depthwise.tmpl.h"
+#include "cpu/instantiate_ct.h"
 
-static dw_layout dw_layout_of(const xconv_canon *p)
+/* The workspace a plan may use: max(16 MiB, 10% of the bytes of x, w and y). */
+static double ws_cap(const xconv_canon *p)
 {
+    const double xb = (double)p->n * (double)p->cin * (double)xconv__prod3(p->x_size) *
+                      (double)xconv_dtype_size(p->x_dtype);
+    const double wb = (double)p->cout * (double)xconv__prod3(p->k_size) * (double)xconv_dtype_size(p->x_dtype);
+    const double yb = (double)p->n * (double)p->cout * (double)xconv__prod3(p->y_size) *
+                      (double)xconv_dtype_size(p->y_dtype);
+    const double tenth = 0.1 * (xb + wb + yb);
+    return tenth > DW_WS_FLOOR ? tenth : DW_WS_FLOOR;
+}
+
+static dw_geom dw_geom_of(const xconv_canon *p)
+{
+    dw_geom g;
+    memset(&g, 0, sizeof g);
     const size_t cs = xconv__ctype_size(p->ct);
-    int64_t acc, tmp;
-    scratch_elems(p, &acc, &tmp);
-    dw_layout l;
-    l.wk = 0;
-    l.bp = align64(cs * (size_t)(xconv__prod3(p->k_size) * p->cout));
-    l.slots = align64(l.bp + cs * (size_t)p->cout);
-    l.slot_bytes = align64(cs * (size_t)acc) + align64(cs * (size_t)tmp);
-    if (l.slot_bytes < align64(cs * (size_t)p->groups)) l.slot_bytes = align64(cs * (size_t)p->groups);
-    l.total = l.slots + l.slot_bytes * (size_t)(p->threads > 0 ? p->threads : 1);
-    return l;
+    const int64_t rows = p->n * p->y_size[0] * p->y_size[1], Y2 = p->y_size[2];
+    const int64_t kk = xconv__prod3(p->k_size);
+    const double cap = ws_cap(p);
+    const int threads = p->threads > 0 ? p->threads : 1;
+
+    const int64_t ncb = (p->cout + XCONV_DW_LANES - 1) / XCONV_DW_LANES;
+    const double fast_w = 4.0 * XCONV_DW_LANES * (double)ncb * (double)(kk + 1);
+    if (xconv__dw_fast_kinds(p, &g.xk, &g.yk) && fast_w + 256.0 <= cap) {
+        g.path = DW_FAST;
+        g.packed = true;
+        /* split rows along dim 2 only when there are too few rows to share out */
+        g.nseg = 1;
+        if (rows > 0 && rows < 8 * threads) {
+            const int64_t want = (8 * threads + rows - 1) / rows, most = (Y2 + 15) / 16;
+            g.nseg = want < most ? want : most < 1 ? 1 : most;
+        }
+        g.seg = (Y2 + g.nseg - 1) / g.nseg;
+        g.nseg = (Y2 + g.seg - 1) / g.seg;
+        g.nch = 1;
+        g.count = rows * g.nseg;
+        g.wk = 0;
+        g.bp = align64(4 * XCONV_DW_LANES * (size_t)(ncb * kk));
+        g.total = align64(g.bp + 4 * XCONV_DW_LANES * (size_t)ncb);
+        return g;
+    }
+
+    const bool planes = llabs(p->x_ss[2]) <= llabs(p->x_sc) || p->cout == 1;
+    if (planes) {
+        g.path = DW_PLANES;
+        g.seg = Y2 < DW_MAX_SEG ? Y2 : DW_MAX_SEG;
+        g.nseg = (Y2 + g.seg - 1) / g.seg;
+        g.nch = 1;
+        g.acc_bytes = align64(cs * (size_t)g.seg);
+        g.tmp_bytes = align64(cs * (size_t)g.seg);
+        g.count = p->n * p->cout * p->y_size[0] * p->y_size[1] * g.nseg;
+    } else {
+        g.path = DW_PIXELS;
+        g.cc = p->cout < DW_MAX_CC ? p->cout : DW_MAX_CC;
+        g.nch = (p->cout + g.cc - 1) / g.cc;
+        const int64_t in_n = g.cc / p->cout_g + 1 < p->cin ? g.cc / p->cout_g + 1 : p->cin;
+        g.seg = (int64_t)(DW_ACC_BYTES / (cs * (size_t)g.cc));
+        g.seg = g.seg < 1 ? 1 : g.seg > Y2 ? Y2 : g.seg;
+        g.nseg = (Y2 + g.seg - 1) / g.seg;
+        const double span = (double)(g.seg - 1) * (double)p->stride[2] +
+                            (double)(p->k_size[2] - 1) * (double)p->dil[2] + 1.0;
+        g.window = span * (double)in_n * (double)cs <= (double)DW_TMP_BYTES;
+        g.acc_bytes = align64(cs * (size_t)(g.seg * g.cc));
+        g.tmp_bytes = align64(cs * (size_t)in_n * (size_t)(g.window ? (int64_t)span : g.seg)) +
+                      align64(cs * (size_t)g.cc); /* tmp, then one row of weights */
+        g.count = rows * g.nseg * g.nch;
+    }
+    g.slot_bytes = g.acc_bytes + g.tmp_bytes;
+    const double packed = (double)cs * (double)(kk + 1) * (double)p->cout;
+    g.packed = packed + (double)g.slot_bytes * threads + 256.0 <= cap;
+    g.wk = 0;
+    g.bp = g.packed ? align64(cs * (size_t)(kk * p->cout)) : 0;
+    g.slots = align64(g.bp + cs * (size_t)p->cout);
+    g.total = g.slots + g.slot_bytes * (size_t)threads;
+    return g;
 }
 
 static bool dw_supports(const xconv_canon *p, const char **why_not)
@@ -66,79 +166,98 @@ static bool dw_supports(const xconv_canon *p, const char **why_not)
     return true;
 }
 
-static size_t dw_workspace_bytes(const xconv_canon *p) { return dw_layout_of(p).total; }
+static size_t dw_workspace_bytes(const xconv_canon *p) { return dw_geom_of(p).total; }
 
 /* Memory-bound: the cost is mostly the bytes it streams, far below a GEMM's for this shape. */
-static double dw_cost(const xconv_canon *p) { return 0.25 * p->flops + 1e3; }
-
-typedef struct dw_task {
-    const xconv_exec *e;
-    const dw_layout  *l;
-    const void       *wk, *bp;
-} dw_task;
+static double dw_cost(const xconv_canon *p)
+{
+    const dw_geom g = dw_geom_of(p);
+    return (g.path == DW_FAST ? 0.03 : 0.25) * p->flops + 1e3;
+}
 
 static void dw_range(void *arg, int64_t begin, int64_t end, int slot)
 {
-    const dw_task *t = arg;
-    const xconv_canon *p = t->e->p;
-    const size_t cs = xconv__ctype_size(p->ct);
-    int64_t acc_n, tmp_n;
-    scratch_elems(p, &acc_n, &tmp_n);
-    char *acc = (char *)t->e->workspace + t->l->slots + t->l->slot_bytes * (size_t)slot;
-    char *tmp = acc + align64(cs * (size_t)acc_n);
-    const bool pix = channels_inner(p);
+    const dw_ctx *d = arg;
+    const xconv_canon *p = d->e->p;
+    char *scratch = (char *)d->e->workspace + d->g->slots + d->g->slot_bytes * (size_t)slot;
+    const bool pix = d->g->path == DW_PIXELS;
     switch (p->ct) {
-#define DW_CASE(CT, name, type)                                                              \
-    case CT:                                                                                 \
-        if (pix) dw_pixels_##name(t->e, t->wk, t->bp, (type *)acc, (type *)tmp, begin, end); \
-        else dw_planes_##name(t->e, t->wk, t->bp, (type *)acc, (type *)tmp, begin, end);     \
+#define DW_CASE(CT, name)                                                                        \
+    case CT:                                                                                     \
+        if (pix) dw_pixels_##name(d, scratch, begin, end);                                       \
+        else dw_planes_##name(d, scratch, begin, end);                                           \
         break;
-    DW_CASE(XCONV_CT_U32, u32, uint32_t)
-    DW_CASE(XCONV_CT_U64, u64, uint64_t)
-    DW_CASE(XCONV_CT_F32, f32, float)
-    DW_CASE(XCONV_CT_F64, f64, double)
-    DW_CASE(XCONV_CT_C64, c64, xconv_c64)
-    DW_CASE(XCONV_CT_C128, c128, xconv_c128)
+    DW_CASE(XCONV_CT_U32, u32)
+    DW_CASE(XCONV_CT_U64, u64)
+    DW_CASE(XCONV_CT_F32, f32)
+    DW_CASE(XCONV_CT_F64, f64)
+    DW_CASE(XCONV_CT_C64, c64)
+    DW_CASE(XCONV_CT_C128, c128)
 #undef DW_CASE
     default: break;
     }
 }
 
-static xconv_status dw_run(const xconv_exec *e, xconv_error *err)
+static void dw_fast_range(void *arg, int64_t begin, int64_t end, int slot)
+{
+    (void)slot;
+    xconv__dw_fast_range(arg, begin, end);
+}
+
+/* Fast path packing: wf [block][K][16] and bf [block * 16], 32-bit lanes, zero past Cout;
+ * integer weights keep their low 16 bits only (the vpmaddwd/vpdpwssd operand). */
+static void pack_fast(const xconv_exec *e, const dw_geom *g)
 {
     const xconv_canon *p = e->p;
-    const dw_layout l = dw_layout_of(p);
+    const int64_t kk = xconv__prod3(p->k_size), L = XCONV_DW_LANES;
+    const int64_t ncb = (p->cout + L - 1) / L;
+    uint32_t *wf = (uint32_t *)((char *)e->workspace + g->wk);
+    uint32_t row[XCONV_DW_LANES];
+    const dw_ctx d = {e, g, NULL, NULL};
+    for (int64_t cb = 0; cb < ncb; cb++) {
+        const int64_t cnt = p->cout - cb * L < L ? p->cout - cb * L : L;
+        for (int64_t k = 0; k < kk; k++) {
+            memset(row, 0, sizeof row);
+            load_w(&d, k, cb * L, row, cnt);
+            if (p->ct == XCONV_CT_U32)
+                for (int64_t c = 0; c < L; c++) row[c] &= 0xffffu;
+            memcpy(wf + (cb * kk + k) * L, row, sizeof row);
+        }
+    }
+    if (p->has_bias) {
+        uint32_t *bf = (uint32_t *)((char *)e->workspace + g->bp);
+        memset(bf, 0, sizeof(uint32_t) * (size_t)(ncb * L));
+        xconv__load_row(p->ct, p->bias_dtype,
+                        (const char *)e->bias + p->b_off * (int64_t)xconv_dtype_size(p->bias_dtype), p->b_s,
+                        bf, p->cout);
+    }
+}
+
+static xconv_status dw_run(const xconv_exec *e, xconv_error *err)
+{
+    (void)err;
+    const xconv_canon *p = e->p;
+    const dw_geom g = dw_geom_of(p);
     char *ws = e->workspace;
-    const size_t cs = xconv__ctype_size(p->ct);
-    const int64_t xes = (int64_t)xconv_dtype_size(p->x_dtype);
-    /* wk[k, co] = w[g = co / mult, o = co % mult, 0, k]: one strided row over the groups per
-     * (k, o), gathered through the first thread's scratch when mult > 1 */
-    char *row = ws + l.slots;
-    int64_t kidx = 0;
-    for (int64_t k0 = 0; k0 < p->k_size[0]; k0++)
-        for (int64_t k1 = 0; k1 < p->k_size[1]; k1++)
-            for (int64_t k2 = 0; k2 < p->k_size[2]; k2++, kidx++)
-                for (int64_t o = 0; o < p->cout_g; o++) {
-                    const int64_t el = p->w_off + o * p->w_so + k0 * p->w_sk[0] + k1 * p->w_sk[1] +
-                                       k2 * p->w_sk[2];
-                    char *dst = ws + l.wk + cs * (size_t)(kidx * p->cout);
-                    if (p->cout_g == 1) {
-                        xconv__load_row(p->ct, p->x_dtype, (const char *)e->w + el * xes, p->w_sg,
-                                        dst, p->groups);
-                        continue;
-                    }
-                    xconv__load_row(p->ct, p->x_dtype, (const char *)e->w + el * xes, p->w_sg, row,
-                                    p->groups);
-                    for (int64_t g = 0; g < p->groups; g++)
-                        memcpy(dst + cs * (size_t)(g * p->cout_g + o), row + cs * (size_t)g, cs);
-                }
+    if (p->n == 0) return XCONV_STATUS_OK;
+    if (g.path == DW_FAST) {
+        pack_fast(e, &g);
+        xconv_dw_fast f = {p, e->x, e->y, ws + g.wk, p->has_bias ? ws + g.bp : NULL,
+                           g.xk, g.yk, g.seg, g.nseg};
+        xconv__parallel_for_slot(e->ctx, g.count, dw_fast_range, &f);
+        return XCONV_STATUS_OK;
+    }
+    dw_ctx d = {e, &g, g.packed ? ws + g.wk : NULL, p->has_bias ? ws + g.bp : NULL};
+    if (g.packed) {
+        const size_t cs = xconv__ctype_size(p->ct);
+        for (int64_t k = 0; k < xconv__prod3(p->k_size); k++)
+            load_w(&d, k, 0, ws + g.wk + cs * (size_t)(k * p->cout), p->cout);
+    }
     if (p->has_bias)
         xconv__load_row(p->ct, p->bias_dtype,
-                        (const char *)e->bias + p->b_off * (int64_t)xconv_dtype_size(p->bias_dtype),
-                        p->b_s, ws + l.bp, p->cout);
-    dw_task t = {e, &l, ws + l.wk, p->has_bias ? ws + l.bp : NULL};
-    const int64_t count = channels_inner(p) ? p->n * p->y_size[0] * p->y_size[1] : p->n * p->cout;
-    xconv__parallel_for_slot(e->ctx, count, dw_range, &t);
+                        (const char *)e->bias + p->b_off * (int64_t)xconv_dtype_size(p->bias_dtype), p->b_s,
+                        ws + g.bp, p->cout);
+    xconv__parallel_for_slot(e->ctx, g.count, dw_range, &d);
     return XCONV_STATUS_OK;
 }
 

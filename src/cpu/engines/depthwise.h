@@ -1,0 +1,58 @@
+/*
+ * depthwise.h — what depthwise.c shares with its AVX-512 stencils (depthwise_avx512.c).
+ *
+ * The fast path is channels-last only (x and y channels contiguous, one input channel per
+ * output channel) and reads x and writes y in their storage dtypes, converting in registers:
+ *   compute f32: x f32, bf16 or f16; y f32, bf16 or f16 (rounded as xconv__store_row does)
+ *   compute u32: x i8 or u8 (each value widened to a 32-bit lane whose low 16 bits multiply a
+ *                16-bit weight: vpdpwssd, or vpmaddwd + vpaddd; exact mod 2^32);
+ *                y of 8, 16 or 32 bits (truncated).
+ * Weights are packed [channel block][K0*K1*K2][16] in the compute type (u32: the low 16 bits
+ * of the weight, high half zero), bias [channel block * 16]; lanes past Cout are zero.
+ */
+#ifndef XCONV_CPU_DEPTHWISE_H
+#define XCONV_CPU_DEPTHWISE_H
+
+#include "core/internal.h"
+
+#define XCONV_DW_LANES 16 /* 32-bit lanes of one zmm: the channel block */
+
+typedef enum xconv_dw_xkind {
+    XCONV_DW_X_F32,
+    XCONV_DW_X_BF16,
+    XCONV_DW_X_F16,
+    XCONV_DW_X_I8,
+    XCONV_DW_X_U8,
+    XCONV_DW_X_NONE
+} xconv_dw_xkind;
+
+typedef enum xconv_dw_ykind {
+    XCONV_DW_Y_F32,
+    XCONV_DW_Y_BF16,
+    XCONV_DW_Y_F16,
+    XCONV_DW_Y_B32,
+    XCONV_DW_Y_B16,
+    XCONV_DW_Y_B8,
+    XCONV_DW_Y_NONE
+} xconv_dw_ykind;
+
+/* One execute of the fast path. Work items are (n, j0, j1, segment of nseg along Y2). */
+typedef struct xconv_dw_fast {
+    const xconv_canon *p;
+    const char        *x;      /* buffer starts */
+    char              *y;
+    const void        *w;      /* packed weights */
+    const void        *bias;   /* packed bias or NULL */
+    xconv_dw_xkind     xk;
+    xconv_dw_ykind     yk;
+    int64_t            seg;    /* output columns per item */
+    int64_t            nseg;   /* items per output row */
+} xconv_dw_fast;
+
+/* The kinds the fast path would use for p, or false when it cannot run p on this CPU. */
+bool xconv__dw_fast_kinds(const xconv_canon *p, xconv_dw_xkind *xk, xconv_dw_ykind *yk);
+
+/* Runs items [begin, end). */
+void xconv__dw_fast_range(const xconv_dw_fast *f, int64_t begin, int64_t end);
+
+#endif /* XCONV_CPU_DEPTHWISE_H */

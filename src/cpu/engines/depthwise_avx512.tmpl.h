@@ -1,0 +1,254 @@
+/*
+ * depthwise_avx512.tmpl.h — the channels-last depthwise stencils for one AVX-512 feature set;
+ * included by depthwise_avx512.c with
+ *   DW_SFX     the name suffix (avx512, vnni)
+ *   DW_TARGET  the target attribute string
+ *   DW_VNNI    1: integer taps by vpdpwssd; 0: vpmaddwd + vpaddd
+ * and #undef'd at the end. Every function here is inlined into the entry points at the end,
+ * one per x kind, so the x kind, kernel width and stride are constants in each loop nest.
+ *
+ * Sums: acc = bias, then every tap in (k0, k1, k2) order, each as one fused multiply-add
+ * (f32) or one exact wrapping add of the product (u32). The interior tiles and the border
+ * pixels do the same operations in the same order, so a value does not depend on which of
+ * the two computed it, nor on how items are split across threads.
+ */
+#define DW_CAT2(a, b) a##_##b
+#define DW_CAT(a, b) DW_CAT2(a, b)
+#define DW_NAME(name) DW_CAT(name, DW_SFX)
+#define DW_AI static inline __attribute__((always_inline, target(DW_TARGET)))
+
+/* Lanes c < 16 of x at p (bytes) as compute-type bits; masked lanes read nothing. */
+DW_AI __m512i DW_NAME(dw_ld)(int xk, const char *p, __mmask16 m, bool masked)
+{
+    switch (xk) {
+    case XCONV_DW_X_F32:
+        return masked ? _mm512_maskz_loadu_epi32(m, p) : _mm512_loadu_si512(p);
+    case XCONV_DW_X_BF16: {
+        const __m256i h = masked ? _mm256_maskz_loadu_epi16(m, p) : _mm256_loadu_si256((const __m256i *)p);
+        return _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16);
+    }
+    case XCONV_DW_X_F16: {
+        const __m256i h = masked ? _mm256_maskz_loadu_epi16(m, p) : _mm256_loadu_si256((const __m256i *)p);
+        return _mm512_castps_si512(_mm512_cvtph_ps(h));
+    }
+    case XCONV_DW_X_I8: {
+        const __m128i b = masked ? _mm_maskz_loadu_epi8(m, p) : _mm_loadu_si128((const __m128i *)p);
+        return _mm512_cvtepi8_epi32(b);
+    }
+    default: {
+        const __m128i b = masked ? _mm_maskz_loadu_epi8(m, p) : _mm_loadu_si128((const __m128i *)p);
+        return _mm512_cvtepu8_epi32(b);
+    }
+    }
+}
+
+/* acc + x * w in the compute type of xk. */
+DW_AI __m512i DW_NAME(dw_mac)(int xk, __m512i acc, __m512i x, __m512i w)
+{
+    if (xk <= XCONV_DW_X_F16)
+        return _mm512_castps_si512(
+            _mm512_fmadd_ps(_mm512_castsi512_ps(x), _mm512_castsi512_ps(w), _mm512_castsi512_ps(acc)));
+#if DW_VNNI
+    return _mm512_dpwssd_epi32(acc, x, w);
+#else
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(x, w));
+#endif
+}
+
+/* Stores the 16 (or the masked) lanes of acc at p as y's dtype. Rounding as in
+ * src/core/dtypes.c: bf16 by the carry-propagating add, NaN -> quiet NaN of its high half;
+ * f16 by the hardware's round-to-nearest-even, NaN -> sign | 0x7e00. */
+DW_AI void DW_NAME(dw_st)(int yk, char *p, __m512i acc, __mmask16 m, bool masked)
+{
+    switch (yk) {
+    case XCONV_DW_Y_F32:
+    case XCONV_DW_Y_B32:
+        if (masked) _mm512_mask_storeu_epi32(p, m, acc);
+        else _mm512_storeu_si512(p, acc);
+        return;
+    case XCONV_DW_Y_BF16: {
+        const __mmask16 nan = _mm512_cmp_ps_mask(_mm512_castsi512_ps(acc), _mm512_castsi512_ps(acc), _CMP_UNORD_Q);
+        const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(acc, 16), _mm512_set1_epi32(1));
+        __m512i r = _mm512_srli_epi32(_mm512_add_epi32(acc, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
+        r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_srli_epi32(acc, 16), _mm512_set1_epi32(0x40)));
+        const __m256i h = _mm512_cvtepi32_epi16(r);
+        if (masked) _mm256_mask_storeu_epi16(p, m, h);
+        else _mm256_storeu_si256((__m256i *)p, h);
+        return;
+    }
+    case XCONV_DW_Y_F16: {
+        const __m512 v = _mm512_castsi512_ps(acc);
+        const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+        __m512i r = _mm512_cvtepu16_epi32(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        const __m512i qnan = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(acc, 16), _mm512_set1_epi32(0x8000)),
+                                             _mm512_set1_epi32(0x7e00));
+        r = _mm512_mask_mov_epi32(r, nan, qnan);
+        const __m256i h = _mm512_cvtepi32_epi16(r);
+        if (masked) _mm256_mask_storeu_epi16(p, m, h);
+        else _mm256_storeu_si256((__m256i *)p, h);
+        return;
+    }
+    case XCONV_DW_Y_B16: {
+        const __m256i h = _mm512_cvtepi32_epi16(acc);
+        if (masked) _mm256_mask_storeu_epi16(p, m, h);
+        else _mm256_storeu_si256((__m256i *)p, h);
+        return;
+    }
+    default: {
+        const __m128i b = _mm512_cvtepi32_epi8(acc);
+        if (masked) _mm_mask_storeu_epi8(p, m, b);
+        else _mm_storeu_si128((__m128i *)p, b);
+        return;
+    }
+    }
+}
+
+/*
+ * WT outputs [ow0, ow0 + WT) of one channel block whose taps all lie inside the row along
+ * dim 2 (KW taps, stride S, dilation 1). Each input pixel is loaded and converted once per
+ * kernel row and multiplied into every output that reads it; outputs take it in kw order.
+ */
+DW_AI void DW_NAME(dw_tile)(const dw_row *r, int xk, int yk, bool masked, bool checked, int KW,
+                            int S, int WT, int64_t ow0, int64_t cb)
+{
+    enum { MAXT = 8 };
+    const xconv_canon *p = r->p;
+    const __mmask16 m = r->mask;
+    const __m512i *wb = (const __m512i *)r->w + cb * r->kk;
+    __m512i acc[MAXT];
+    const __m512i init = r->bias ? _mm512_load_si512((const __m512i *)r->bias + cb) : _mm512_setzero_si512();
+    DW_UNROLL for (int t = 0; t < WT; t++) acc[t] = init;
+    const int64_t cofs = cb * XCONV_DW_LANES * r->xes;
+    int64_t kr = 0;
+    for (int64_t k0 = 0; k0 < p->k_size[0]; k0++) {
+        const int64_t q0 = r->j0 * p->stride[0] + k0 * p->dil[0] - p->pad_lo[0];
+        const bool in0 = q0 >= 0 && q0 < p->x_size[0];
+        for (int64_t k1 = 0; k1 < p->k_size[1]; k1++, kr++) {
+            const int64_t q1 = r->j1 * p->stride[1] + k1 * p->dil[1] - p->pad_lo[1];
+            const __m512i *wr = wb + kr * KW;
+            __m512i wv[5];
+            DW_UNROLL for (int kw = 0; kw < KW; kw++) wv[kw] = _mm512_load_si512(wr + kw);
+            if (!in0 || q1 < 0 || q1 >= p->x_size[1]) {
+                /* a padding row: 0 * w still joins a float sum (NaN for an infinite w) */
+                if (xk <= XCONV_DW_X_F16)
+                    DW_UNROLL for (int t = 0; t < WT; t++)
+                        DW_UNROLL for (int kw = 0; kw < KW; kw++)
+                            acc[t] = DW_NAME(dw_mac)(xk, acc[t], _mm512_setzero_si512(), wv[kw]);
+                continue;
+            }
+            const char *xr = r->xrow + (q0 * p->x_ss[0] + q1 * p->x_ss[1]) * r->xes + cofs;
+            const int64_t i0 = ow0 * S - p->pad_lo[2]; /* the input column of i = 0 */
+            DW_UNROLL for (int i = 0; i < (WT - 1) * S + KW; i++) {
+                /* a checked tile (at a row's ends) reads columns outside x as zeros */
+                __m512i xv = _mm512_setzero_si512();
+                if (!checked || (uint64_t)(i0 + i) < (uint64_t)p->x_size[2])
+                    xv = DW_NAME(dw_ld)(xk, xr + (i0 + i) * r->xps, m, masked);
+                DW_UNROLL for (int kw = 0; kw < KW; kw++) {
+                    const int d = i - kw;
+                    if (d >= 0 && d % S == 0 && d / S < WT)
+                        acc[d / S] = DW_NAME(dw_mac)(xk, acc[d / S], xv, wv[kw]);
+                }
+            }
+        }
+    }
+    char *yp = r->yrow + (ow0 * p->y_ss[2] + cb * XCONV_DW_LANES) * r->yes;
+    DW_UNROLL for (int t = 0; t < WT; t++) DW_NAME(dw_st)(yk, yp + t * r->yps, acc[t], m, masked);
+}
+
+/* One output pixel of one channel block, any kernel, stride and dilation, taps in the
+ * padding read as zeros. */
+DW_AI void DW_NAME(dw_pixel)(const dw_row *r, int xk, int yk, bool masked, int64_t ow, int64_t cb)
+{
+    const xconv_canon *p = r->p;
+    const __mmask16 m = r->mask;
+    const int64_t K2 = p->k_size[2];
+    const __m512i *wb = (const __m512i *)r->w + cb * r->kk;
+    __m512i acc = r->bias ? _mm512_load_si512((const __m512i *)r->bias + cb) : _mm512_setzero_si512();
+    const int64_t cofs = cb * XCONV_DW_LANES * r->xes;
+    int64_t kr = 0;
+    for (int64_t k0 = 0; k0 < p->k_size[0]; k0++) {
+        const int64_t q0 = r->j0 * p->stride[0] + k0 * p->dil[0] - p->pad_lo[0];
+        const bool in0 = q0 >= 0 && q0 < p->x_size[0];
+        for (int64_t k1 = 0; k1 < p->k_size[1]; k1++, kr++) {
+            const int64_t q1 = r->j1 * p->stride[1] + k1 * p->dil[1] - p->pad_lo[1];
+            const __m512i *wr = wb + kr * K2;
+            const bool in_row = in0 && q1 >= 0 && q1 < p->x_size[1];
+            const char *xr = in_row ? r->xrow + (q0 * p->x_ss[0] + q1 * p->x_ss[1]) * r->xes + cofs : NULL;
+            for (int64_t k2 = 0; k2 < K2; k2++) {
+                const int64_t q2 = ow * p->stride[2] + k2 * p->dil[2] - p->pad_lo[2];
+                if (in_row && q2 >= 0 && q2 < p->x_size[2])
+                    acc = DW_NAME(dw_mac)(xk, acc, DW_NAME(dw_ld)(xk, xr + q2 * r->xps, m, masked),
+                                          _mm512_load_si512(wr + k2));
+                else if (xk <= XCONV_DW_X_F16)
+                    acc = DW_NAME(dw_mac)(xk, acc, _mm512_setzero_si512(), _mm512_load_si512(wr + k2));
+            }
+        }
+    }
+    DW_NAME(dw_st)(yk, r->yrow + (ow * p->y_ss[2] + cb * XCONV_DW_LANES) * r->yes, acc, m, masked);
+}
+
+/* Outputs [a, b) of one row, every channel block, in tiles of 8 for the specialized kernel
+ * rows: tiles start at a, a + 8, ..., the last shifted left to end at b (recomputing a few
+ * outputs to the same bits); tiles that reach outside [lo_in, hi_in), whose taps may fall in
+ * the padding, check their columns. Fewer than 8 outputs go pixel by pixel. */
+DW_AI void DW_NAME(dw_cover)(const dw_row *r, int xk, int yk, int KW, int S, int64_t a, int64_t b,
+                             int64_t lo_in, int64_t hi_in)
+{
+    enum { WT = 8 };
+    const int64_t full = r->ncb - (r->tail ? 1 : 0);
+    if (b - a < WT) {
+        for (int64_t ow = a; ow < b; ow++)
+            for (int64_t cb = 0; cb < r->ncb; cb++)
+                DW_NAME(dw_pixel)(r, xk, yk, cb >= full, ow, cb);
+        return;
+    }
+    for (int64_t ow0 = a;; ow0 += WT) {
+        if (ow0 + WT > b) ow0 = b - WT;
+        if (ow0 >= lo_in && ow0 + WT <= hi_in) {
+            for (int64_t cb = 0; cb < full; cb++) DW_NAME(dw_tile)(r, xk, yk, false, false, KW, S, WT, ow0, cb);
+            if (r->tail) DW_NAME(dw_tile)(r, xk, yk, true, false, KW, S, WT, ow0, full);
+        } else {
+            for (int64_t cb = 0; cb < full; cb++) DW_NAME(dw_tile)(r, xk, yk, false, true, KW, S, WT, ow0, cb);
+            if (r->tail) DW_NAME(dw_tile)(r, xk, yk, true, true, KW, S, WT, ow0, full);
+        }
+        if (ow0 + WT >= b) break;
+    }
+}
+
+/* Items [begin, end) for one x kind. */
+DW_AI void DW_NAME(dw_items)(const xconv_dw_fast *f, int xk, int64_t begin, int64_t end)
+{
+    const xconv_canon *p = f->p;
+    dw_row r;
+    dw_row_init(&r, f);
+    const int64_t K2 = p->k_size[2], S = p->stride[2], Y2 = p->y_size[2];
+    /* outputs whose taps along dim 2 all lie inside x: [lo_in, hi_in) */
+    const int64_t span = (K2 - 1) * p->dil[2];
+    int64_t lo_in = (p->pad_lo[2] + S - 1) / S;
+    const int64_t last = p->x_size[2] - 1 + p->pad_lo[2] - span; /* ow*S <= last */
+    int64_t hi_in = last < 0 ? 0 : last / S + 1;
+    if (hi_in > Y2) hi_in = Y2;
+    if (lo_in > hi_in) lo_in = hi_in;
+    const int shape = p->dil[2] != 1 ? 0 : K2 == 3 && S == 1 ? 1 : K2 == 3 && S == 2 ? 2 : K2 == 5 && S == 1 ? 3 : 0;
+    const int yk = f->yk;
+    for (int64_t item = begin; item < end; item++) {
+        dw_row_at(&r, item);
+        switch (shape) {
+        case 1: DW_NAME(dw_cover)(&r, xk, yk, 3, 1, r.ja, r.jb, lo_in, hi_in); break;
+        case 2: DW_NAME(dw_cover)(&r, xk, yk, 3, 2, r.ja, r.jb, lo_in, hi_in); break;
+        case 3: DW_NAME(dw_cover)(&r, xk, yk, 5, 1, r.ja, r.jb, lo_in, hi_in); break;
+        default:
+            for (int64_t ow = r.ja; ow < r.jb; ow++)
+                for (int64_t cb = 0; cb < r.ncb; cb++)
+                    DW_NAME(dw_pixel)(&r, xk, yk, r.tail && cb == r.ncb - 1, ow, cb);
+        }
+    }
+}
+
+#undef DW_AI
+#undef DW_NAME
+#undef DW_CAT
+#undef DW_CAT2
+#undef DW_SFX
+#undef DW_TARGET
+#undef DW_VNNI
