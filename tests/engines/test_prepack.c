@@ -10,9 +10,13 @@
  *     bias, channel counts around the kernels' panel widths (VNNI's groups of four), every
  *     compute type, 1-3 threads;
  *   - an engine that reads w in place (cpu.ref) keeps the pointer given at creation;
- *   - execute twice on new x (the packed weights are reused, not consumed).
+ *   - execute twice on new x (the packed weights are reused, not consumed);
+ *   - the plain plans too, and again with cpu.igemm's workspace floor at 0, which makes
+ *     plans whose packed weights exceed 10% of x + w + y pack them panel by panel, per
+ *     thread, inside gemm (the lazy path).
  */
 #include "common/ref_conv.h"
+#include "cpu/ukernels/igemm.h"
 #include "harness.h"
 
 static xconv_context *CTX[4]; /* CTX[t]: t threads */
@@ -70,9 +74,9 @@ static tu_val gen_of(tu_rng *r, xconv_dtype dt)
     return tu_is_int(dt) ? tu_gen_wide(r, dt) : tu_gen_small(r, dt);
 }
 
-static void test_random(void)
+static void test_random(uint64_t seed)
 {
-    tu_rng r = {0x9e3779b97f4a7c15ull};
+    tu_rng r = {seed};
     int packed_plans = 0;
     for (int trial = 0; trial < 400; trial++) {
         tu_problem p = random_problem(&r, trial);
@@ -108,6 +112,11 @@ static void test_random(void)
             packed_plans += wb > 0;
             XT_CHECK(wb > 0 && xconv_plan_weights_bytes(pp) == 0, "%s: weights bytes %zu / %zu",
                      what, wb, xconv_plan_weights_bytes(pp));
+            memset(y.data, 0xA5, y.buffer_bytes);
+            st = xconv_plan_execute(pp, x.data, w.data, p.has_bias ? b.data : NULL, y.data, NULL, 0, &err);
+            XT_CHECK(st == XCONV_STATUS_OK && memcmp(y.data, yr.data, y.buffer_bytes) == 0,
+                     "%s: plain plan (threads %d): %s", what, 1 + trial % 3,
+                     st ? err.description : "y differs from cpu.ref");
             XT_CHECK(xconv_plan_workspace_size(pc) < xconv_plan_workspace_size(pp),
                      "%s: workspace %zu with constant weights, %zu without", what,
                      xconv_plan_workspace_size(pc), xconv_plan_workspace_size(pp));
@@ -164,7 +173,11 @@ int main(void)
         xconv_context_options o = {.threads = t};
         xconv_context_create(&o, &CTX[t], NULL);
     }
-    test_random();
+    test_random(0x9e3779b97f4a7c15ull);
+    const int64_t floor = xconv__igemm_budget_floor;
+    xconv__igemm_budget_floor = 0;
+    test_random(0x2545f4914f6cdd1dull);
+    xconv__igemm_budget_floor = floor;
     test_in_place_engine();
     for (int t = 1; t <= 3; t++) xconv_context_destroy(CTX[t]);
     return xt_finish("test_prepack");

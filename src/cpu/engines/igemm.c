@@ -57,6 +57,10 @@ typedef struct ig_geom {
     /* the weights blob (workspace start, or the plan's prepacked memory): packed weights
      * and VNNI's per-channel weight sums */
     size_t  wp, psum, blob;
+    /* lazy: the whole blob would break the workspace budget, so each thread packs the
+     * panel it works on into its own slot (at panel_off) when it gets there */
+    bool    lazy;
+    size_t  panel_bytes, panel_off;
     /* workspace offsets */
     size_t  bp, zero, xbuf, slots, slot_bytes, total;
 } ig_geom;
@@ -78,6 +82,21 @@ static size_t ptr_bytes(const ig_geom *q)
     const size_t mr = (size_t)q->g->mr, runs = (size_t)q->max_runs, gt = (size_t)q->group;
     return align64(sizeof(void *) * (gt * runs * (mr + 1) + runs * (mr + 1) + gt * mr) +
                    sizeof(ig_tile) * gt);
+}
+
+int64_t xconv__igemm_budget_floor = (int64_t)16 << 20;
+
+/* The workspace a plan may use: max(16 MiB, 10% of the bytes of x, w and y). */
+static double ig_budget(const xconv_canon *p)
+{
+    const double xb = (double)p->n * (double)p->cin * (double)xconv__prod3(p->x_size) *
+                      (double)xconv_dtype_size(p->x_dtype);
+    const double yb = (double)p->n * (double)p->cout * (double)xconv__prod3(p->y_size) *
+                      (double)xconv_dtype_size(p->y_dtype);
+    const double wb = (double)p->groups * (double)p->cout_g * (double)p->cin_g *
+                      (double)xconv__prod3(p->k_size) * (double)xconv_dtype_size(p->x_dtype);
+    const double tenth = 0.1 * (xb + yb + wb), floor = (double)xconv__igemm_budget_floor;
+    return tenth > floor ? tenth : floor;
 }
 
 static ig_geom ig_geom_of(const xconv_canon *p)
@@ -134,14 +153,26 @@ static ig_geom ig_geom_of(const xconv_canon *p)
     q.wp = 0;
     q.psum = align64(q.b_row * (size_t)(p->groups * q.panels * xconv__prod3(p->k_size) * q.cin_r));
     q.blob = q.psum + (q.vnni ? align64(sizeof(uint32_t) * (size_t)(q.panels * xconv__prod3(p->k_size) * q.g->nr)) : 0);
-    q.bp = p->prepacked ? 0 : q.blob;
-    q.zero = q.bp + align64(q.row_bytes * (size_t)(p->groups * q.panels));
-    q.xbuf = q.zero + align64(q.a_es * (size_t)q.len);
-    q.slots = q.xbuf + (q.copy ? align64(img_bytes * (size_t)q.chunk_n) : 0);
-    /* per thread: the C tiles, then (VNNI transpose) an init row per tile and one spare */
-    q.slot_bytes = ptr_bytes(&q) + align64((size_t)(q.group * q.g->mr) * q.row_bytes) +
-                   (q.vnni && tr ? align64((size_t)(q.group + 1) * q.row_bytes) : 0);
-    q.total = q.slots + q.slot_bytes * (size_t)(p->threads > 0 ? p->threads : 1);
+    const size_t threads = (size_t)(p->threads > 0 ? p->threads : 1);
+    q.panel_bytes = align64(q.b_row * (size_t)(xconv__prod3(p->k_size) * q.cin_r));
+    for (int pass = 0; pass < 2; pass++) {
+        q.bp = p->prepacked || q.lazy ? 0 : q.blob;
+        q.zero = q.bp + align64(q.row_bytes * (size_t)(p->groups * q.panels));
+        q.xbuf = q.zero + align64(q.a_es * (size_t)q.len);
+        q.slots = q.xbuf + (q.copy ? align64(img_bytes * (size_t)q.chunk_n) : 0);
+        /* per thread: the C tiles, then (VNNI transpose) an init row per tile and one spare,
+         * then (lazy) one panel of packed weights */
+        q.slot_bytes = ptr_bytes(&q) + align64((size_t)(q.group * q.g->mr) * q.row_bytes) +
+                       (q.vnni && tr ? align64((size_t)(q.group + 1) * q.row_bytes) : 0);
+        q.panel_off = q.slot_bytes;
+        if (q.lazy) q.slot_bytes += q.panel_bytes;
+        q.total = q.slots + q.slot_bytes * threads;
+        /* VNNI's weights are bytes and its corrections need every panel: never lazy */
+        if (pass || p->prepacked || q.vnni || q.lazy || (double)q.total <= ig_budget(p) ||
+            q.panel_bytes * threads >= q.blob)
+            break;
+        q.lazy = true;
+    }
     return q;
 }
 
@@ -192,6 +223,7 @@ typedef struct ig_task {
     const xconv_exec *e;
     const ig_geom    *q;
     char             *blob;       /* packed weights: the workspace or the plan's prepack */
+    int64_t           item0;      /* the packing item stored at blob + wp (lazy: a panel's first) */
     int64_t           n0, nb;     /* the chunk of images */
     int64_t           tiles;      /* tiles per (group, panel) */
     int64_t           tiles_per_phase;
@@ -216,7 +248,7 @@ static void pack_weights_range(void *arg, int64_t begin, int64_t end, int slot)
                       k2 = k % p->k_size[2];
         const int64_t o0 = panel * q->g->nr;
         const int64_t cnt = p->cout_g - o0 < q->g->nr ? p->cout_g - o0 : q->g->nr;
-        char *dst = t->blob + q->wp + q->row_bytes * (size_t)(item * p->cin_g);
+        char *dst = t->blob + q->wp + q->row_bytes * (size_t)((item - t->item0) * p->cin_g);
         const int64_t wbase = p->w_off + g * p->w_sg + o0 * p->w_so + k0 * p->w_sk[0] +
                               k1 * p->w_sk[1] + k2 * p->w_sk[2];
         if (q->g->ncomp == 1 && llabs(p->w_si) < llabs(p->w_so)) {
@@ -576,6 +608,7 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
     uint32_t *tinit = (uint32_t *)(ctile + align64((size_t)(gt * mr) * q->row_bytes)); /* [gt + 1] */
     const bool tr = p->op == XCONV_OP_CONV_TRANSPOSE;
     int64_t pos[8][4];
+    int64_t packed_gp = -1;
 
     for (int64_t item = begin; item < end;) {
         const int64_t tile0 = item % t->tiles, gp = item / t->tiles;
@@ -585,6 +618,19 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
         const int64_t panel = gp % q->panels, g = gp / q->panels;
         const char *wpanel = t->blob + q->wp +
                              q->b_row * (size_t)(gp * xconv__prod3(p->k_size) * q->cin_r);
+        if (q->lazy) {
+            /* this thread's copy of panel gp, packed when the thread reaches it */
+            char *own = scratch + q->panel_off;
+            const int64_t kk = xconv__prod3(p->k_size);
+            if (packed_gp != gp) {
+                ig_task lt = *t;
+                lt.blob = own;
+                lt.item0 = gp * kk;
+                pack_weights_range(&lt, gp * kk, (gp + 1) * kk, slot);
+                packed_gp = gp;
+            }
+            wpanel = own;
+        }
         const void *init = p->has_bias || q->vnni ? (const char *)e->workspace + q->bp + q->row_bytes * (size_t)gp
                                                   : NULL;
         const int64_t co = g * p->cout_g + panel * q->g->nr;
@@ -665,7 +711,7 @@ static xconv_status ig_run(const xconv_exec *e, xconv_error *err)
     char *ws = e->workspace;
     ig_task t = {.e = e, .q = &q, .blob = p->prepacked ? (char *)e->packed : ws};
 
-    if (!p->prepacked)
+    if (!p->prepacked && !q.lazy)
         xconv__parallel_for_slot(e->ctx, p->groups * q.panels * xconv__prod3(p->k_size),
                                  q.vnni ? pack_weights_vnni_range : pack_weights_range, &t);
     if (q.vnni) {

@@ -44,4 +44,9 @@ const xconv_igemm_geom *xconv__igemm_geom_isa(xconv_ctype ct, const char *isa);
  * variant (x' unsigned operand) or the u8 one; NULL when the CPU lacks VNNI. */
 const xconv_igemm_geom *xconv__igemm_geom_vnni(bool x_unsigned_operand);
 
+/* cpu.igemm's workspace floor in bytes (16 MiB): a plan's workspace stays under
+ * max(floor, 10% of x + w + y), packing weights panel by panel when all of them would not
+ * fit. Tests lower it to reach that path with small problems. */
+extern int64_t xconv__igemm_budget_floor;
+
 #endif
