@@ -50,6 +50,13 @@ bool xconv__cuda_igemm_ptrs_ok(const xconv_exec *e, const xconv_canon *p);
 /* Picks the cp.async loader when p and the pointers allow it, else the gathering one. */
 void xconv__cuda_igemm_launch(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream);
 
+/* The Hopper wgmma implicit GEMM (igemm_wgmma.cu): whether its kernel runs p (bf16 / f16 /
+ * i8 / u8, the 16-byte loader's conditions, compute capability 9.0), and a launch of p (which
+ * fits cuda.igemm_tc's kernel) on the wgmma kernel where p and the pointers allow, else on
+ * cuda.igemm_tc's. */
+bool xconv__cuda_wgmma_fits(const xconv_canon *p, const char **why_not);
+void xconv__cuda_tc_launch(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream);
+
 /* The number of multiprocessors of a device, at least 1. */
 int xconv__cuda_device_sms(int device);
 

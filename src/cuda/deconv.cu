@@ -112,4 +112,5 @@ xconv_status deconv_run(const xconv_exec *e, xconv_error *err)
 extern "C" const xconv_engine xconv__engine_cuda_deconv = {
     "cuda.deconv_tc",       XCONV_DEVICE_CUDA, deconv_supports,
     deconv_workspace_bytes, deconv_cost,       deconv_run,
+    nullptr /* no prepack */, nullptr,
 };

@@ -118,4 +118,5 @@ xconv_status patch_run(const xconv_exec *e, xconv_error *err)
 extern "C" const xconv_engine xconv__engine_cuda_patch = {
     "cuda.patch_tc",       XCONV_DEVICE_CUDA, patch_supports,
     patch_workspace_bytes, patch_cost,        patch_run,
+    nullptr /* no prepack */, nullptr,
 };

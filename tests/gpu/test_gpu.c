@@ -11,7 +11,9 @@
  *          y buffer, gaps included, must equal cpu.ref's byte for byte;
  *        - "real" inputs (floats uniform in [-1, 1]): within the accumulation bound of
  *          DESIGN.md §2 plus one rounding of y.
- *   2. tensor-core-shaped problems (channels-last, wide channel counts) the same way.
+ *   2. tensor-core-shaped problems (channels-last, wide channel counts) the same way, and
+ *      batches shaped for each special engine (depthwise, patch, deconv, wgmma: outputs up
+ *      to 300 channels and rows over several 128-row tiles).
  *   3. bad inputs: each mutation of a valid problem gives the same status, parameter and
  *      description on CUDA tensors as on CPU tensors, and y's device buffer is untouched;
  *      mixing devices and naming a missing device are errors.
@@ -214,12 +216,14 @@ typedef enum shape_kind {
     SHAPE_DEPTHWISE, /* groups == cin, any multiplier, every dtype, both layouts, views */
     SHAPE_PATCH,     /* kernel == stride, no padding, small cin, tensor-core dtypes */
     SHAPE_DECONV,    /* conv_transpose shaped like SHAPE_TC */
+    SHAPE_WGMMA,     /* SHAPE_TC with wide outputs and many rows: cuda.igemm_wgmma's tiles */
 } shape_kind;
 
 /* A random valid problem of the given shape kind. */
 static problem random_problem_once(shape_kind kind)
 {
-    const bool tc = kind == SHAPE_TC || kind == SHAPE_DECONV || kind == SHAPE_PATCH;
+    const bool wg = kind == SHAPE_WGMMA;
+    const bool tc = kind == SHAPE_TC || kind == SHAPE_DECONV || kind == SHAPE_PATCH || wg;
     const bool dw = kind == SHAPE_DEPTHWISE, patch = kind == SHAPE_PATCH;
     static const xconv_dtype tc_dtypes[] = {XCONV_DTYPE_BF16, XCONV_DTYPE_F16, XCONV_DTYPE_I8,
                                             XCONV_DTYPE_U8, XCONV_DTYPE_F8E4M3, XCONV_DTYPE_F8E5M2};
@@ -238,6 +242,11 @@ static problem random_problem_once(shape_kind kind)
         g = tc ? (rnd_in(0, 3) == 0 ? 2 : 1) : rnd_in(1, 3);
         cin_g = tc ? 8 * rnd_in(1, 9) : rnd_in(1, 4);
         cout_g = tc ? rnd_in(1, 80) : rnd_in(1, 4);
+        if (wg) { /* every tile width (64, 128, 256), column tails, two column tiles */
+            cin_g = 8 * rnd_in(1, 8);
+            cout_g = rnd_in(0, 2) == 0 ? rnd_in(1, 64) : rnd_in(0, 1) ? rnd_in(65, 160)
+                                                                     : rnd_in(161, 300);
+        }
         if (dw) { /* channel counts of 8k reach the 16-byte path */
             g = rnd() & 1 ? 8 * rnd_in(1, 4) : rnd_in(1, 20);
             cin_g = 1;
@@ -270,6 +279,7 @@ static problem random_problem_once(shape_kind kind)
                     ? rnd_in(0, (q.stride[i] > q.dilation[i] ? q.stride[i] : q.dilation[i]) - 1)
                     : 0;
             xs[i] = rnd_in(1, tc ? (d == 3 ? 6 : d == 2 ? 12 : 40) : (d == 3 ? 4 : 7));
+            if (wg) xs[i] = rnd_in(1, d == 3 ? 8 : d == 2 ? 20 : 300); /* M over several tiles */
             if (dw) xs[i] = rnd_in(1, d == 3 ? 9 : d == 2 ? 40 : 300);
             if (patch) xs[i] = rnd() & 1 ? ks[i] : ks[i] * rnd_in(1, 3) + rnd_in(0, 1);
             ys[i] = out_size(&q, i, xs[i], ks[i]);
@@ -281,6 +291,7 @@ static problem random_problem_once(shape_kind kind)
     pb.params = q;
     static const xconv_dtype dw_dtypes[] = {XCONV_DTYPE_BF16, XCONV_DTYPE_F16, XCONV_DTYPE_F32};
     xconv_dtype xd = tc ? tc_dtypes[rnd() % 6] : (xconv_dtype)rnd_in(1, XCONV_DTYPE_COUNT - 1);
+    if (wg) xd = tc_dtypes[rnd() % 4]; /* bf16, f16, i8, u8 */
     if (dw && (rnd() & 1)) xd = dw_dtypes[rnd() % 3]; /* the 16-byte and direct paths */
     const xconv_dtype yd = pick_out_dtype(xd);
     const int64_t cin = g * cin_g, cout = g * cout_g;
@@ -327,6 +338,7 @@ static const char *kind_engine(shape_kind kind)
     case SHAPE_DEPTHWISE: return "cuda.depthwise";
     case SHAPE_PATCH: return "cuda.patch_tc";
     case SHAPE_DECONV: return "cuda.deconv_tc";
+    case SHAPE_WGMMA: return "cuda.igemm_wgmma";
     default: return NULL;
     }
 }
@@ -685,7 +697,9 @@ static void check_bad_inputs(void)
              "missing device: %s: %s", xconv_status_name(s), err.description);
     /* A cuda problem cannot be forced onto a cpu engine. */
     place(&pb, &bf, true);
-    xconv_plan_options o = {"cpu.ref", false};
+    xconv_plan_options o;
+    memset(&o, 0, sizeof o);
+    o.engine = "cpu.ref";
     s = xconv_conv(NULL, &pb.params, &pb.x, &pb.w, &pb.b, &pb.y, &o, &used, &err);
     XT_CHECK(s == XCONV_STATUS_UNSUPPORTED, "cpu.ref forced on cuda tensors: %s",
              xconv_status_name(s));
@@ -751,6 +765,7 @@ int main(void)
     const bool quick = quick_env && quick_env[0] && strcmp(quick_env, "0") != 0;
     const int generic_count = quick ? 60 : 600, tc_count = quick ? 20 : 200;
     const int special_count = quick ? 15 : 150; /* per special engine */
+    const int wgmma_count = quick ? 20 : 100;
 
     check_bad_inputs();
     check_plan_on_stream();
@@ -762,9 +777,9 @@ int main(void)
         problem pb = random_problem(SHAPE_TC);
         check_problem(&pb, (i & 1) ? FILL_REAL : FILL_EXACT);
     }
-    const shape_kind special[] = {SHAPE_DEPTHWISE, SHAPE_PATCH, SHAPE_DECONV};
-    for (int k = 0; k < 3; k++)
-        for (int i = 0; i < special_count; i++) {
+    const shape_kind special[] = {SHAPE_DEPTHWISE, SHAPE_PATCH, SHAPE_DECONV, SHAPE_WGMMA};
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < (special[k] == SHAPE_WGMMA ? wgmma_count : special_count); i++) {
             problem pb = random_problem(special[k]);
             check_problem(&pb, (i & 1) ? FILL_REAL : FILL_EXACT);
         }

@@ -1,0 +1,453 @@
+/*
+ * igemm_wgmma.cu — "cuda.igemm_wgmma": implicit-GEMM convolution on Hopper's warpgroup MMA
+ * (wgmma.mma_async, sm_90a) for conv with bf16 / f16 inputs (f32 accumulate, y bf16 / f16 /
+ * f32) and i8 / u8 inputs (s32 accumulate = exact modulo 2^32, y of at most 32 bits), where
+ * cuda.igemm_tc's 16-byte loader applies: x and w channels-last, cin/groups a multiple of 16
+ * bytes, 16-byte aligned rows and pointers. The GEMM view is cuda.igemm_tc's (igemm.cu):
+ *
+ *   M = N * prod(Y) output positions, N = cout_g, K = (tap, channel),
+ *   A[m, (tap, c)] = x[n(m), Y(m)*s + tap*t - lo, c]   (0 outside x: padding)
+ *   B[(tap, c), o] = w[g, o, c, tap]
+ *
+ * K runs in stages of 128 bytes of one tap's channels (a tap's last stage zero-filled past
+ * cin/groups), so every 16-byte piece of an A row is 8 (16) channels of one pixel and one tap:
+ * cp.async moves it straight into shared memory (implicit im2col, no column buffer).
+ *
+ * Block tile 128 x BN (BN 64, 128 or 256, picked per problem against the number of SMs) x
+ * 128 bytes of K; 256 threads = 2 warpgroups, each computing 64 x BN with one
+ * wgmma m64nBNk16 (k32 for bytes) per 32 bytes of K, A and B both read from shared memory
+ * through descriptors. Tiles are stored in the 128-byte-swizzle layout wgmma reads: row r at
+ * r * 128 bytes, its 16-byte chunk c at chunk position c ^ (r & 7), each tile 1024-byte
+ * aligned. Pipeline: STAGES shared-memory stages, STAGES - 2 loaded ahead by cp.async groups
+ * of every thread, one wgmma group left in flight while the next stage's loads are issued;
+ * a stage is refilled only after a block barrier that follows both warpgroups' wait for the
+ * wgmma that read it. Shared memory written by cp.async is made visible to the tensor cores'
+ * (async proxy) reads by fence.proxy.async before that barrier.
+ *
+ * Epilogue: cuda.igemm_tc's semantics: f32 (s32 as u32) sums plus the bias, one rounding to
+ * y's dtype (the library's rules: bf16 and fp8 through common.cuh; f16 by cvt.rn.f16.f32,
+ * which rounds the same for every non-NaN value, with NaN written as sign | 0x7e00 as the
+ * library does) into a shared-memory tile, then 16-byte stores of whole rows where y allows.
+ * No atomics, no split of K: results are deterministic, and for exact inputs identical to
+ * cuda.igemm_tc's and cpu.ref's.
+ *
+ * The kernels are compiled for sm_90a only (the compute_80 PTX pass sees empty bodies); the
+ * engine supports a problem only on a device of compute capability 9.0.
+ */
+#include "cuda/common.cuh"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <type_traits>
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define XCONV_WGMMA_ARCH 1
+#include "cuda/wgmma_ops.cuh"
+#else
+#define XCONV_WGMMA_ARCH 0
+#endif
+
+using namespace xconv_cuda;
+
+namespace {
+
+enum class kind { bf16 = 0, f16 = 1, s8 = 2, u8 = 3 };
+
+constexpr int BM = 128, BKB = 128 /* bytes of K per stage */, THREADS = 256;
+
+/* Stages and blocks per SM per tile width: a stage is (128 + BN) * 128 bytes. */
+template <int BN> struct cfg;
+template <> struct cfg<256> { static constexpr int stages = 4, minb = 1; }; /* 192 KiB */
+template <> struct cfg<128> { static constexpr int stages = 6, minb = 1; }; /* 192 KiB */
+template <> struct cfg<64> { static constexpr int stages = 4, minb = 2; };  /* 96 KiB */
+
+template <int BN> constexpr int pipe_bytes() { return cfg<BN>::stages * (BM + BN) * BKB; }
+/* the y tile (4-byte elements at most, rows padded by 16 bytes), row offsets, bias */
+template <int BN> constexpr int epi_bytes() { return BM * (BN * 4 + 16) + BM * 8 + BN * 4; }
+template <int BN> constexpr int smem_bytes()
+{
+    return (pipe_bytes<BN>() > epi_bytes<BN>() ? pipe_bytes<BN>() : epi_bytes<BN>()) +
+           1024 /* alignment of the dynamic shared memory to 1024 bytes */;
+}
+
+#if XCONV_WGMMA_ARCH /* (the other passes would warn that these go unused) */
+__device__ __forceinline__ uint32_t smem_addr(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* 16 bytes global -> shared, zero-filled when !valid (padding, tails). */
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
+                 "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+/* A tile row of 8 chunks of 16 bytes in the 128-byte swizzle (tile base 1024-aligned). */
+__device__ __forceinline__ int swz(int row, int chunk) { return row * BKB + ((chunk ^ (row & 7)) << 4); }
+
+/* f32 -> f16 rounding to nearest even (overflow to inf, subnormals) as mini_encode does;
+ * NaN as the library writes it (sign | 0x7e00). */
+__device__ __forceinline__ uint16_t f32_to_f16_rne(float f)
+{
+    uint16_t h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    if (f != f) h = (uint16_t)(((__float_as_uint(f) >> 16) & 0x8000u) | 0x7e00u);
+    return h;
+}
+
+template <xconv_dtype YD> __device__ __forceinline__ void put_f32(unsigned char *dst, int i, float f)
+{
+    if constexpr (YD == XCONV_DTYPE_F16) ((uint16_t *)dst)[i] = f32_to_f16_rne(f);
+    else store_f32(YD, dst, i, f);
+}
+
+/* One warpgroup's 64 x BN accumulators plus bias into the shared y tile, rounded once to YD.
+ * Thread layout (wgmma's, = mma.sync's C fragments): d[4j + 2h + e] is row lane/4 + 8h of
+ * the warp's 16, column 8j + 2(lane%4) + e. */
+template <xconv_dtype YD, int BN, class acc_t, class bias_t>
+__device__ __forceinline__ void tile_store(const acc_t (&acc)[BN / 2], const bias_t *bv,
+                                           bool has_bias, unsigned char *tile, int pitch, int col0)
+{
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        unsigned char *dst = tile + 8 * h * pitch;
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int cidx = col0 + 8 * j + e;
+                if constexpr (std::is_same<acc_t, float>::value) {
+                    float f = acc[4 * j + 2 * h + e];
+                    if (has_bias) f += bv[cidx];
+                    put_f32<YD>(dst, cidx, f);
+                } else {
+                    uint32_t u = (uint32_t)acc[4 * j + 2 * h + e];
+                    if (has_bias) u += bv[cidx];
+                    store_int(YD, dst, cidx, u);
+                }
+            }
+    }
+}
+
+#endif /* XCONV_WGMMA_ARCH */
+
+template <kind K, int BN>
+__global__ void __launch_bounds__(THREADS, cfg<BN>::minb)
+wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__restrict__ w,
+             const char *__restrict__ bias, char *__restrict__ y, int y_es, bool y_vec)
+{
+#if XCONV_WGMMA_ARCH
+    constexpr bool is_float = K == kind::bf16 || K == kind::f16;
+    using acc_t = typename std::conditional<is_float, float, int32_t>::type;
+    constexpr int ES = is_float ? 2 : 1;
+    constexpr int EPC = 16 / ES;                 /* elements per 16-byte chunk */
+    constexpr int STAGES = cfg<BN>::stages;
+    constexpr int PF = STAGES - 2;               /* stages loaded ahead */
+    constexpr int A_BYTES = BM * BKB, STAGE_BYTES = (BM + BN) * BKB;
+    constexpr int BROWS = BN / 32;               /* B rows per thread */
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
+    const uint32_t sbase = smem_addr(smem);
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
+    const int64_t g = blockIdx.z;
+    const int64_t Y0 = p.y_size[0], Y1 = p.y_size[1], Y2 = p.y_size[2];
+    const int64_t M = p.n * Y0 * Y1 * Y2;
+    const int64_t m0 = (int64_t)blockIdx.x * BM;
+    const int64_t o0 = (int64_t)blockIdx.y * BN;
+    const int kvol = (int)(p.k_size[0] * p.k_size[1] * p.k_size[2]);
+    const int cchunks = (int)((p.cin_g * ES + BKB - 1) / BKB);
+    const int KT = kvol * cchunks;
+
+    /* This thread's 16-byte chunk and rows: A rows row0 + 32 i (i < 4), B rows row0 + 32 i. */
+    const int chunk = tid & 7, row0 = tid >> 3;
+    int64_t a_base[4];
+    int a_q[4][3];
+    bool a_ok[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int64_t m = m0 + row0 + 32 * i;
+        a_ok[i] = m < M;
+        int64_t r = a_ok[i] ? m : 0;
+        const int64_t j2 = r % Y2; r /= Y2;
+        const int64_t j1 = r % Y1; r /= Y1;
+        const int64_t j0 = r % Y0;
+        const int64_t n = r / Y0;
+        a_q[i][0] = (int)(j0 * p.stride[0] - p.pad_lo[0]);
+        a_q[i][1] = (int)(j1 * p.stride[1] - p.pad_lo[1]);
+        a_q[i][2] = (int)(j2 * p.stride[2] - p.pad_lo[2]);
+        a_base[i] = p.x_off + n * p.x_sn + g * p.cin_g + a_q[i][0] * p.x_ss[0] +
+                    a_q[i][1] * p.x_ss[1] + a_q[i][2] * p.x_ss[2];
+    }
+    const int64_t b_base = p.w_off + g * p.w_sg + (o0 + row0) * p.w_so, b_step = 32 * p.w_so;
+    const int64_t b_rows = p.cout_g - o0 - row0; /* B rows i with 32 i < b_rows exist */
+    const int X0 = (int)p.x_size[0], X1 = (int)p.x_size[1], X2 = (int)p.x_size[2];
+    const int K1 = (int)p.k_size[1], K2 = (int)p.k_size[2];
+    const int D0 = (int)p.dil[0], D1 = (int)p.dil[1], D2 = (int)p.dil[2];
+
+    auto load_stage = [&](int slot, int kt) {
+        const int tap = kt / cchunks;
+        const int c = (kt - tap * cchunks) * (BKB / ES) + chunk * EPC; /* first channel */
+        const int k2 = tap % K2;
+        const int k1 = (tap / K2) % K1;
+        const int k0 = tap / (K2 * K1);
+        const bool c_ok = c < p.cin_g;
+        const uint32_t sa = sbase + slot * STAGE_BYTES, sb = sa + A_BYTES;
+        const int64_t x_tap = (int64_t)k0 * D0 * p.x_ss[0] + (int64_t)k1 * D1 * p.x_ss[1] +
+                              (int64_t)k2 * D2 * p.x_ss[2] + c;
+        const int64_t w_tap = k0 * p.w_sk[0] + k1 * p.w_sk[1] + k2 * p.w_sk[2] + c;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int q0 = a_q[i][0] + k0 * D0, q1 = a_q[i][1] + k1 * D1, q2 = a_q[i][2] + k2 * D2;
+            const bool ok = a_ok[i] && c_ok && (unsigned)q0 < (unsigned)X0 &&
+                            (unsigned)q1 < (unsigned)X1 && (unsigned)q2 < (unsigned)X2;
+            cp_async16(sa + swz(row0 + 32 * i, chunk), ok ? x + (a_base[i] + x_tap) * ES : x, ok);
+        }
+#pragma unroll
+        for (int i = 0; i < BROWS; i++) {
+            const bool ok = c_ok && 32 * i < b_rows;
+            cp_async16(sb + swz(row0 + 32 * i, chunk),
+                       ok ? w + (b_base + i * b_step + w_tap) * ES : w, ok);
+        }
+    };
+
+    acc_t acc[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) acc[i] = 0;
+
+    /* Descriptor of a K-major tile in the 128-byte swizzle: start >> 4, leading byte offset
+     * 16 (unused), stride byte offset 1024 (8 rows), layout 1 (128B swizzle) in bits 62-63.
+     * The k-th 32-byte step of K starts 32 k bytes further (the swizzle is applied on the
+     * address bits, so the descriptor's start moves by 2 units). */
+    auto desc = [](uint32_t addr) -> uint64_t {
+        return (uint64_t)((addr & 0x3FFFFu) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+    };
+
+#pragma unroll
+    for (int s = 0; s < PF; s++) {
+        if (s < KT) load_stage(s, s);
+        cp_async_commit();
+    }
+    for (int kt = 0; kt < KT; kt++) {
+        cp_async_wait<PF - 1>();
+        /* cp.async wrote through the generic proxy; wgmma reads through the async one */
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        __syncthreads();
+        const int slot = kt % STAGES;
+        const uint64_t da = desc(sbase + slot * STAGE_BYTES + wg * 64 * BKB);
+        const uint64_t db = desc(sbase + slot * STAGE_BYTES + A_BYTES);
+        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+        for (int ks = 0; ks < BKB / 32; ks++)
+            xconv_wgmma::mma_op<(int)K, BN>::run(acc, da + 2 * ks, db + 2 * ks);
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        /* refill the stage that wgmma kt - 2 read: both warpgroups waited for it (below, in
+         * iteration kt - 1) before the barrier above */
+        const int nk = kt + PF;
+        if (nk < KT) load_stage(nk % STAGES, nk);
+        cp_async_commit();
+        asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) {
+        if constexpr (is_float) asm volatile("" : "+f"(acc[i])::"memory");
+        else asm volatile("" : "+r"(acc[i])::"memory");
+    }
+    cp_async_wait<0>();
+    __syncthreads(); /* the pipeline's shared memory becomes the output tile */
+
+    /* Epilogue 1: bias and one rounding to y's dtype into a [BM][BN] tile of y elements. */
+    const int pitch = BN * y_es + 16;
+    using bias_t = typename std::conditional<is_float, float, uint32_t>::type;
+    bias_t *bv = (bias_t *)(smem + BM * pitch + BM * sizeof(int64_t));
+    if (bias && tid < BN) {
+        const int64_t o = o0 + tid;
+        bv[tid] = ops<bias_t>::load(p.bias_dtype, bias,
+                                    p.b_off + (g * p.cout_g + (o < p.cout_g ? o : 0)) * p.b_s);
+    }
+    __syncthreads();
+    unsigned char *tile = smem + (wg * 64 + (warp & 3) * 16 + (lane >> 2)) * pitch;
+    const int col0 = (lane & 3) * 2;
+    const bool hb = bias != nullptr;
+    if constexpr (is_float) {
+        switch (p.y_dtype) {
+        case XCONV_DTYPE_BF16: tile_store<XCONV_DTYPE_BF16, BN>(acc, bv, hb, tile, pitch, col0); break;
+        case XCONV_DTYPE_F16: tile_store<XCONV_DTYPE_F16, BN>(acc, bv, hb, tile, pitch, col0); break;
+        default: tile_store<XCONV_DTYPE_F32, BN>(acc, bv, hb, tile, pitch, col0); break;
+        }
+    } else {
+        switch (y_es) { /* integers: the low bits of the u32 sum in y's width */
+        case 1: tile_store<XCONV_DTYPE_U8, BN>(acc, bv, hb, tile, pitch, col0); break;
+        case 2: tile_store<XCONV_DTYPE_U16, BN>(acc, bv, hb, tile, pitch, col0); break;
+        default: tile_store<XCONV_DTYPE_U32, BN>(acc, bv, hb, tile, pitch, col0); break;
+        }
+    }
+    __syncthreads();
+
+    /* Epilogue 2: the tile to y; each row's y offset computed once into shared memory. */
+    int64_t *row_off = (int64_t *)(smem + BM * pitch);
+    if (tid < BM) {
+        int64_t t = m0 + tid < M ? m0 + tid : 0;
+        const int64_t j2 = t % Y2; t /= Y2;
+        const int64_t j1 = t % Y1; t /= Y1;
+        const int64_t j0 = t % Y0;
+        const int64_t n = t / Y0;
+        row_off[tid] = p.y_off + n * p.y_sn + j0 * p.y_ss[0] + j1 * p.y_ss[1] + j2 * p.y_ss[2] +
+                       (g * p.cout_g + o0) * p.y_sc;
+    }
+    __syncthreads();
+    const int cols = (int)(p.cout_g - o0 < BN ? p.cout_g - o0 : BN);
+    const int row_bytes = cols * y_es;
+    if (y_vec) {
+        const int vpr = BN * y_es / 16; /* 16-byte pieces per full row */
+        for (int idx = tid; idx < BM * vpr; idx += THREADS) {
+            const int r = idx / vpr, v = idx % vpr;
+            if (m0 + r >= M || v * 16 >= row_bytes) continue;
+            *(uint4 *)(y + row_off[r] * y_es + v * 16) = *(const uint4 *)(smem + r * pitch + v * 16);
+        }
+    } else {
+        for (int idx = tid; idx < BM * BN; idx += THREADS) {
+            const int r = idx / BN, c = idx % BN;
+            if (m0 + r >= M || c >= cols) continue;
+            const unsigned char *src = smem + r * pitch + c * y_es;
+            char *dst = y + (row_off[r] + c * p.y_sc) * y_es;
+            switch (y_es) {
+            case 1: *(uint8_t *)dst = *src; break;
+            case 2: *(uint16_t *)dst = *(const uint16_t *)src; break;
+            default: *(uint32_t *)dst = *(const uint32_t *)src; break;
+            }
+        }
+    }
+#else
+    (void)p, (void)x, (void)w, (void)bias, (void)y, (void)y_es, (void)y_vec;
+    __trap(); /* never launched: supports() asks for a compute capability 9.0 device */
+#endif
+}
+
+bool aligned16(int64_t elems, int es) { return (elems * es) % 16 == 0; }
+
+/* The tile width: the fewest estimated tile-times, waves of blocks over the SMs times the
+ * width, over a relative efficiency per width (narrow tiles re-read A more often). */
+int pick_bn(const xconv_canon *p)
+{
+    const int64_t sms = xconv__cuda_device_sms(p->device_index);
+    const int64_t mt = (p->n * xconv__prod3(p->y_size) + BM - 1) / BM;
+    static const int widths[3] = {256, 128, 64};
+    static const double eff[3] = {1.0, 0.8, 0.55};
+    int best = 256;
+    double best_t = 0;
+    for (int i = 0; i < 3; i++) {
+        const int64_t blocks = mt * ((p->cout_g + widths[i] - 1) / widths[i]) * p->groups;
+        const double t = (double)((blocks + sms - 1) / sms) * widths[i] / eff[i];
+        if (i == 0 || t < best_t) best = widths[i], best_t = t;
+    }
+    return best;
+}
+
+template <kind K, int BN>
+void launch_bn(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream, int yes, bool vec)
+{
+    const int64_t M = p->n * xconv__prod3(p->y_size);
+    const dim3 grid((unsigned)((M + BM - 1) / BM), (unsigned)((p->cout_g + BN - 1) / BN),
+                    (unsigned)p->groups);
+    constexpr int smem = smem_bytes<BN>();
+    cudaFuncSetAttribute(wgmma_kernel<K, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    wgmma_kernel<K, BN><<<grid, THREADS, smem, stream>>>(*p, (const char *)e->x,
+                                                         (const char *)e->w, (const char *)e->bias,
+                                                         (char *)e->y, yes, vec);
+}
+
+template <kind K>
+void launch(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream, int bn)
+{
+    const int yes = (int)xconv_dtype_size(p->y_dtype);
+    /* Whole 16-byte pieces of y rows: channels contiguous and every row start aligned. */
+    bool vec = p->y_sc == 1 && (uintptr_t)e->y % 16 == 0;
+    const int64_t ys[] = {p->y_off, p->y_sn, p->y_ss[0], p->y_ss[1], p->y_ss[2], p->cout_g};
+    for (int64_t v : ys) vec = vec && aligned16(v, yes);
+    switch (bn) {
+    case 64: launch_bn<K, 64>(p, e, stream, yes, vec); break;
+    case 128: launch_bn<K, 128>(p, e, stream, yes, vec); break;
+    default: launch_bn<K, 256>(p, e, stream, yes, vec); break;
+    }
+}
+
+bool wgmma_supports(const xconv_canon *p, const char **why_not)
+{
+    if (p->device != XCONV_DEVICE_CUDA)
+        return *why_not = "cuda.igemm_wgmma runs on cuda tensors only", false;
+    if (p->op != XCONV_OP_CONV) return *why_not = "cuda.igemm_wgmma runs conv only", false;
+    return xconv__cuda_wgmma_fits(p, why_not);
+}
+
+size_t wgmma_workspace_bytes(const xconv_canon *) { return 0; }
+
+/* Below cuda.igemm_tc's 16-byte loader (0.02 flops) and cuda.patch_tc (0.015). */
+double wgmma_cost(const xconv_canon *p) { return 0.01 * p->flops + 2e4; }
+
+xconv_status wgmma_run(const xconv_exec *e, xconv_error *err)
+{
+    const xconv_canon *p = e->p;
+    if (p->n * xconv__prod3(p->y_size) == 0) return XCONV_STATUS_OK;
+    xconv_cuda_scope s;
+    XCONV_TRY(xconv__cuda_enter(e, &s, err));
+    xconv__cuda_tc_launch(p, e, s.stream);
+    xconv_status st = xconv__cuda_launch_status("cuda.igemm_wgmma", err);
+    xconv__cuda_leave(&s);
+    return st;
+}
+
+} /* namespace */
+
+extern "C" const xconv_engine xconv__engine_cuda_igemm_wgmma = {
+    "cuda.igemm_wgmma",    XCONV_DEVICE_CUDA, wgmma_supports,
+    wgmma_workspace_bytes, wgmma_cost,        wgmma_run,
+    nullptr /* no prepack */, nullptr,
+};
+
+/* Whether the wgmma kernel runs p (a canonical conv, maybe rewritten by another engine):
+ * cuda.igemm_tc's 16-byte loader conditions, bf16 / f16 / i8 / u8 inputs, a device of
+ * compute capability 9.0 (the sm_90a code). */
+bool xconv__cuda_wgmma_fits(const xconv_canon *p, const char **why_not)
+{
+    const xconv_dtype d = p->x_dtype;
+    if (d != XCONV_DTYPE_BF16 && d != XCONV_DTYPE_F16 && d != XCONV_DTYPE_I8 &&
+        d != XCONV_DTYPE_U8)
+        return *why_not = "cuda.igemm_wgmma takes bf16, f16, i8 and u8 inputs", false;
+    if (!xconv__cuda_igemm_fast_why(p, why_not)) return false;
+    if ((p->cout_g + 63) / 64 > 65535)
+        return *why_not = "cuda.igemm_wgmma: too many output channels for the grid", false;
+    if (xconv__cuda_device_cc(p->device_index) != 90)
+        return *why_not = "cuda.igemm_wgmma needs a gpu of compute capability 9.0 (sm_90a)",
+               false;
+    return true;
+}
+
+/* p on the tensor cores: the wgmma kernel where it fits and the pointers are 16-byte
+ * aligned, else cuda.igemm_tc's kernel (which picks its loader). */
+void xconv__cuda_tc_launch(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream)
+{
+    const char *why;
+    if (!xconv__cuda_wgmma_fits(p, &why) || !xconv__cuda_igemm_ptrs_ok(e, p)) {
+        xconv__cuda_igemm_launch(p, e, stream);
+        return;
+    }
+    int bn = pick_bn(p);
+    /* tuning knob: XCONV_WGMMA_BN=64|128|256 forces the tile width */
+    if (const char *f = getenv("XCONV_WGMMA_BN"))
+        if (atoi(f) == 64 || atoi(f) == 128 || atoi(f) == 256) bn = atoi(f);
+    switch (p->x_dtype) {
+    case XCONV_DTYPE_BF16: launch<kind::bf16>(p, e, stream, bn); break;
+    case XCONV_DTYPE_F16: launch<kind::f16>(p, e, stream, bn); break;
+    case XCONV_DTYPE_I8: launch<kind::s8>(p, e, stream, bn); break;
+    case XCONV_DTYPE_U8: launch<kind::u8>(p, e, stream, bn); break;
+    default: break;
+    }
+}
