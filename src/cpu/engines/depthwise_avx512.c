@@ -11,6 +11,7 @@
  * and 5 taps at stride 1; the border pixels (and other shapes) one pixel at a time with
  * bounds checks. Channel blocks run inside each tile, so the pixels a tile reads stay in L1.
  * The last block of a channel count that is not a multiple of 16 uses masked loads/stores.
+ * Tiles of 7 replace tiles of 8 where that avoids overlapping tiles (widths 14, 28, ...).
  * Assumes: a validated canonical conv on the CPU with cin_g == 1, cout_g == 1, x_sc == y_sc
  * == 1, the dtypes of depthwise.h, and weights packed as it says.
  */

@@ -187,31 +187,35 @@ DW_AI void DW_NAME(dw_pixel)(const dw_row *r, int xk, int yk, bool masked, int64
     DW_NAME(dw_st)(yk, r->yrow + (ow * p->y_ss[2] + cb * XCONV_DW_LANES) * r->yes, acc, m, masked);
 }
 
-/* Outputs [a, b) of one row, every channel block, in tiles of 8 for the specialized kernel
- * rows: tiles start at a, a + 8, ..., the last shifted left to end at b (recomputing a few
- * outputs to the same bits); tiles that reach outside [lo_in, hi_in), whose taps may fall in
- * the padding, check their columns. Fewer than 8 outputs go pixel by pixel. */
+/* Outputs [a, b) of one row, every channel block, in tiles of 8 (or 7) for the specialized
+ * kernel rows: tiles start at a, a + 8, ..., the last shifted left to end at b (recomputing a
+ * few outputs to the same bits); tiles that reach outside [lo_in, hi_in), whose taps may fall
+ * in the padding, check their columns. Fewer than 7 outputs go pixel by pixel. Channel blocks
+ * run inside each tile: a tile's pixels are read in address order (prefetch-friendly). */
 DW_AI void DW_NAME(dw_cover)(const dw_row *r, int xk, int yk, int KW, int S, int64_t a, int64_t b,
                              int64_t lo_in, int64_t hi_in)
 {
-    enum { WT = 8 };
     const int64_t full = r->ncb - (r->tail ? 1 : 0);
-    if (b - a < WT) {
+    if (b - a < 7) {
         for (int64_t ow = a; ow < b; ow++)
             for (int64_t cb = 0; cb < r->ncb; cb++)
                 DW_NAME(dw_pixel)(r, xk, yk, cb >= full, ow, cb);
         return;
     }
-    for (int64_t ow0 = a;; ow0 += WT) {
-        if (ow0 + WT > b) ow0 = b - WT;
-        if (ow0 >= lo_in && ow0 + WT <= hi_in) {
-            for (int64_t cb = 0; cb < full; cb++) DW_NAME(dw_tile)(r, xk, yk, false, false, KW, S, WT, ow0, cb);
-            if (r->tail) DW_NAME(dw_tile)(r, xk, yk, true, false, KW, S, WT, ow0, full);
+    /* tiles of 7 when as few of them cover [a, b) as of 8 (14, 28, ... outputs: no overlap) */
+    const int64_t nt = (b - a + 7) / 8;
+    const int wt = b - a <= 7 * nt ? 7 : 8;
+    for (int64_t ow0 = a;; ow0 += wt) {
+        if (ow0 + wt > b) ow0 = b - wt;
+        const bool checked = ow0 < lo_in || ow0 + wt > hi_in;
+        if (wt == 8) {
+            for (int64_t cb = 0; cb < full; cb++) DW_NAME(dw_tile)(r, xk, yk, false, checked, KW, S, 8, ow0, cb);
+            if (r->tail) DW_NAME(dw_tile)(r, xk, yk, true, checked, KW, S, 8, ow0, full);
         } else {
-            for (int64_t cb = 0; cb < full; cb++) DW_NAME(dw_tile)(r, xk, yk, false, true, KW, S, WT, ow0, cb);
-            if (r->tail) DW_NAME(dw_tile)(r, xk, yk, true, true, KW, S, WT, ow0, full);
+            for (int64_t cb = 0; cb < full; cb++) DW_NAME(dw_tile)(r, xk, yk, false, checked, KW, S, 7, ow0, cb);
+            if (r->tail) DW_NAME(dw_tile)(r, xk, yk, true, checked, KW, S, 7, ow0, full);
         }
-        if (ow0 + WT >= b) break;
+        if (ow0 + wt >= b) break;
     }
 }
 
