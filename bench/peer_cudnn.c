@@ -20,7 +20,8 @@
  *               every algorithm once), the fastest that succeeded (for f32/f64 the fastest
  *               that does not use tensor-op math);
  *             - graph (backend) API, bf16/f16 only: the same convolution as a one-operation
- *               graph, the engine configurations of heuristics mode A (at most 12), minus
+ *               graph, the engine configurations of heuristics mode A (at most 12; when it
+ *               offers none, those of the fallback mode: not yet run on a GPU), minus
  *               those that reduce in reduced precision or down-convert inputs, each
  *               finalized into an execution plan and timed (3 runs), the fastest kept. This
  *               is how PyTorch reaches cuDNN (cudnn-frontend), and on Hopper it reaches
@@ -429,11 +430,12 @@ static double time_candidate(bench_cudnn *s, cudnnBackendDescriptor_t plan)
 /* The fastest execution plan among heuristics mode A's engine configurations that keep
  * f32 reduction and full-precision inputs; NULL when none runs. *secs and `impl` describe
  * it. */
-static cudnnBackendDescriptor_t g_choose(bench_cudnn *s, double *secs, char *impl,
-                                         size_t impllen, char *why, size_t whylen)
+static cudnnBackendDescriptor_t g_choose(bench_cudnn *s, cudnnBackendHeurMode_t mode,
+                                         double *secs, char *impl, size_t impllen, char *why,
+                                         size_t whylen)
 {
     cudnnBackendDescriptor_t heur = NULL, cfgs[MAX_CFGS] = {0}, best = NULL;
-    cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+    const char *mode_name = mode == CUDNN_HEUR_MODE_A ? "A" : "fallback";
     int64_t n = 0;
     *secs = -1;
     if (p_cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur) !=
@@ -503,15 +505,15 @@ static cudnnBackendDescriptor_t g_choose(bench_cudnn *s, double *secs, char *imp
             if (best) p_cudnnBackendDestroyDescriptor(best);
             best = plan;
             *secs = t;
-            snprintf(impl, impllen, "graph engine %lld (heuristics A #%lld) ws %.1f MB",
-                     (long long)gi, (long long)i, (double)ws / 1e6);
+            snprintf(impl, impllen, "graph engine %lld (heuristics %s #%lld) ws %.1f MB",
+                     (long long)gi, mode_name, (long long)i, (double)ws / 1e6);
         } else {
             p_cudnnBackendDestroyDescriptor(plan);
         }
     }
     if (!best)
-        snprintf(why, whylen, "graph API: none of %lld engine configurations ran",
-                 (long long)n);
+        snprintf(why, whylen, "graph API: none of %lld engine configurations (heuristics %s) ran",
+                 (long long)n, mode_name);
 out:
     for (int i = 0; i < MAX_CFGS; i++)
         if (cfgs[i]) p_cudnnBackendDestroyDescriptor(cfgs[i]);
@@ -689,7 +691,13 @@ int bench_cudnn_create(const bench_problem *p, xconv_dtype xt, xconv_dtype yt,
         cudnnBackendDescriptor_t plan = NULL;
         if (g_build(s, nd, ns, xdim, wdim, ydim, pad, stride, dil, dt, ct, last, gwhy,
                     sizeof gwhy) == 0)
-            plan = g_choose(s, &t_graph, gimpl, sizeof gimpl, gwhy, sizeof gwhy);
+            plan = g_choose(s, CUDNN_HEUR_MODE_A, &t_graph, gimpl, sizeof gimpl, gwhy,
+                            sizeof gwhy);
+        /* Mode A offered nothing for some shapes (qwenvl_patch channels-last): then the
+         * fallback list. */
+        if (!plan && s->gdesc[5])
+            plan = g_choose(s, CUDNN_HEUR_MODE_FALLBACK, &t_graph, gimpl, sizeof gimpl, gwhy,
+                            sizeof gwhy);
         if (plan && (found < 0 || t_graph < t_legacy)) {
             s->plan = plan;
             char legacy[160];

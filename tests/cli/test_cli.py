@@ -639,6 +639,26 @@ def test_other_commands():
         check(dt in r.stdout, "demo lacks dtype %s" % dt)
 
 
+def test_bench_device():
+    """`bench --device cuda` without a usable GPU (no CUDA backend, no driver, no device):
+    one error line naming the reason, exit 2, nothing on stdout. With a GPU the device check
+    passes and the filter that matches nothing gives exit 2 too, before any timing."""
+    r = xconv("bench", "--device", "cuda", "--filter", "no_such_entry_xyz")
+    if r.returncode == 1 and "not built into" in r.stderr:
+        return  # a build without the bench (no cJSON)
+    check(r.returncode == 2, "bench --device cuda: exit %d (%r)" % (r.returncode, r.stderr))
+    m = ERROR_LINE.match(r.stderr)
+    check(m is not None, "bench --device cuda: stderr is not one error line: %r" % r.stderr)
+    check(r.stdout == "", "bench --device cuda: printed on stdout: %r" % r.stdout[:200])
+    if m and not os.path.exists("/dev/nvidiactl"):
+        check(m.group(2).startswith("--device cuda: ") and
+              ("no usable CUDA device" in m.group(2) or "no CUDA backend" in m.group(2)),
+              "bench --device cuda: description %r" % m.group(2))
+    r = xconv("bench", "--device", "tpu")
+    check(r.returncode == 2 and ERROR_LINE.match(r.stderr) is not None and
+          "--device tpu must be cpu or cuda" in r.stderr, "bench --device tpu: %r" % r.stderr)
+
+
 def main():
     if not os.path.exists(XCONV):
         print("no xconv binary at", XCONV, file=sys.stderr)
@@ -646,7 +666,7 @@ def main():
         return 1
     for t in (test_random_problems, test_named_problems, test_asymmetric_padding,
               test_mlx_conv_transpose_definition, test_dtypes, test_file_formats, test_errors,
-              test_other_commands):
+              test_other_commands, test_bench_device):
         try:
             t()
         except Exception as e:  # a crash of one group must not hide the others' results
