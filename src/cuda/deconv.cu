@@ -4,7 +4,8 @@
  * r + lo - k*t = 0 mod s, i.e. k = k_r + i*(s/g) (g = gcd(s, t)), and tap i reads
  *   x[u + c_r - i*(t/g)],   c_r = (r + lo - k_r*t) / s,
  * so each phase is a plain conv over x: stride 1, dilation -(t/g), padding -c_r, the phase's
- * taps of w (every (s/g)-th from k_r), y viewed with stride s from r. cuda.igemm_tc's kernel
+ * taps of w (every (s/g)-th from k_r), y viewed with stride s from r. The tensor-core kernel
+ * (cuda.igemm_wgmma's on Hopper where the phase takes the 16-byte loader, else cuda.igemm_tc's)
  * runs each phase as is (its cp.async loader for channels-last rows of 16-byte multiples,
  * its gathering loader otherwise); a phase no tap hits gets the bias (or 0) through the same
  * kernel with an empty reduction, like the gather formula of ref.tmpl.h.
@@ -100,7 +101,7 @@ xconv_status deconv_run(const xconv_exec *e, xconv_error *err)
             for (r[2] = 0; r[2] < p->stride[2]; r[2]++) {
                 xconv_canon q;
                 if (!phase(p, r, &q) || q.n * xconv__prod3(q.y_size) == 0) continue;
-                xconv__cuda_igemm_launch(&q, e, s.stream);
+                xconv__cuda_tc_launch(&q, e, s.stream);
                 if (st == XCONV_STATUS_OK) st = xconv__cuda_launch_status("cuda.deconv_tc", err);
             }
     xconv__cuda_leave(&s);

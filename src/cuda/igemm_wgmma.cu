@@ -36,8 +36,10 @@
  */
 #include "cuda/common.cuh"
 
+#include <cuda.h> /* CUtensorMap and its enums (the encoder is reached through cudart) */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <type_traits>
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -64,10 +66,14 @@ template <> struct cfg<64> { static constexpr int stages = 4, minb = 2; };  /* 9
 template <int BN> constexpr int pipe_bytes() { return cfg<BN>::stages * (BM + BN) * BKB; }
 /* the y tile (4-byte elements at most, rows padded by 16 bytes), row offsets, bias */
 template <int BN> constexpr int epi_bytes() { return BM * (BN * 4 + 16) + BM * 8 + BN * 4; }
+template <int BN> constexpr int region_bytes()
+{
+    return pipe_bytes<BN>() > epi_bytes<BN>() ? pipe_bytes<BN>() : epi_bytes<BN>();
+}
 template <int BN> constexpr int smem_bytes()
 {
-    return (pipe_bytes<BN>() > epi_bytes<BN>() ? pipe_bytes<BN>() : epi_bytes<BN>()) +
-           1024 /* alignment of the dynamic shared memory to 1024 bytes */;
+    return region_bytes<BN>() +
+           1024 /* TMA_B's mbarriers */ + 1024 /* alignment of the dynamic shared memory */;
 }
 
 #if XCONV_WGMMA_ARCH /* (the other passes would warn that these go unused) */
@@ -135,12 +141,122 @@ __device__ __forceinline__ void tile_store(const acc_t (&acc)[BN / 2], const bia
     }
 }
 
+/* The epilogue of both kernels, run by 256 threads (t: 0..255, warpgroup t / 128 owns tile
+ * rows 64 (t / 128) ..): bias and one rounding to y's dtype into a [BM][BN] tile in shared
+ * memory, then the tile to y. sync() is a barrier over those 256 threads; the caller made
+ * sure that nothing reads or writes the pipeline's shared memory any more. */
+template <kind K, int BN, class acc_t, class Sync>
+__device__ __forceinline__ void wg_epilogue(const acc_t (&acc)[BN / 2], unsigned char *smem,
+                                            const xconv_canon &p, const char *bias, char *y,
+                                            int y_es, bool y_vec, int tid, int64_t m0, int64_t o0,
+                                            int64_t g, int64_t M, Sync sync)
+{
+    constexpr bool is_float = K == kind::bf16 || K == kind::f16;
+    const int lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
+    const int64_t Y0 = p.y_size[0], Y1 = p.y_size[1], Y2 = p.y_size[2];
+    /* Epilogue 1: bias and one rounding to y's dtype into a [BM][BN] tile of y elements. */
+    const int pitch = BN * y_es + 16;
+    using bias_t = typename std::conditional<is_float, float, uint32_t>::type;
+    bias_t *bv = (bias_t *)(smem + BM * pitch + BM * sizeof(int64_t));
+    if (bias && tid < BN) {
+        const int64_t o = o0 + tid;
+        bv[tid] = ops<bias_t>::load(p.bias_dtype, bias,
+                                    p.b_off + (g * p.cout_g + (o < p.cout_g ? o : 0)) * p.b_s);
+    }
+    sync();
+    unsigned char *tile = smem + (wg * 64 + (warp & 3) * 16 + (lane >> 2)) * pitch;
+    const int col0 = (lane & 3) * 2;
+    const bool hb = bias != nullptr;
+    if constexpr (is_float) {
+        switch (p.y_dtype) {
+        case XCONV_DTYPE_BF16: tile_store<XCONV_DTYPE_BF16, BN>(acc, bv, hb, tile, pitch, col0); break;
+        case XCONV_DTYPE_F16: tile_store<XCONV_DTYPE_F16, BN>(acc, bv, hb, tile, pitch, col0); break;
+        default: tile_store<XCONV_DTYPE_F32, BN>(acc, bv, hb, tile, pitch, col0); break;
+        }
+    } else {
+        switch (y_es) { /* integers: the low bits of the u32 sum in y's width */
+        case 1: tile_store<XCONV_DTYPE_U8, BN>(acc, bv, hb, tile, pitch, col0); break;
+        case 2: tile_store<XCONV_DTYPE_U16, BN>(acc, bv, hb, tile, pitch, col0); break;
+        default: tile_store<XCONV_DTYPE_U32, BN>(acc, bv, hb, tile, pitch, col0); break;
+        }
+    }
+    sync();
+
+    /* Epilogue 2: the tile to y; each row's y offset computed once into shared memory. */
+    int64_t *row_off = (int64_t *)(smem + BM * pitch);
+    if (tid < BM) {
+        int64_t t = m0 + tid < M ? m0 + tid : 0;
+        const int64_t j2 = t % Y2; t /= Y2;
+        const int64_t j1 = t % Y1; t /= Y1;
+        const int64_t j0 = t % Y0;
+        const int64_t n = t / Y0;
+        row_off[tid] = p.y_off + n * p.y_sn + j0 * p.y_ss[0] + j1 * p.y_ss[1] + j2 * p.y_ss[2] +
+                       (g * p.cout_g + o0) * p.y_sc;
+    }
+    sync();
+    const int cols = (int)(p.cout_g - o0 < BN ? p.cout_g - o0 : BN);
+    const int row_bytes = cols * y_es;
+    if (y_vec) {
+        const int vpr = BN * y_es / 16; /* 16-byte pieces per full row */
+        for (int idx = tid; idx < BM * vpr; idx += 256) {
+            const int r = idx / vpr, v = idx % vpr;
+            if (m0 + r >= M || v * 16 >= row_bytes) continue;
+            *(uint4 *)(y + row_off[r] * y_es + v * 16) = *(const uint4 *)(smem + r * pitch + v * 16);
+        }
+    } else {
+        for (int idx = tid; idx < BM * BN; idx += 256) {
+            const int r = idx / BN, c = idx % BN;
+            if (m0 + r >= M || c >= cols) continue;
+            const unsigned char *src = smem + r * pitch + c * y_es;
+            char *dst = y + (row_off[r] + c * p.y_sc) * y_es;
+            switch (y_es) {
+            case 1: *(uint8_t *)dst = *src; break;
+            case 2: *(uint16_t *)dst = *(const uint16_t *)src; break;
+            default: *(uint32_t *)dst = *(const uint32_t *)src; break;
+            }
+        }
+    }
+}
+
 #endif /* XCONV_WGMMA_ARCH */
 
-template <kind K, int BN>
+#if XCONV_WGMMA_ARCH
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
+{
+    uint32_t done;
+    do {
+        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;"
+                     " selp.u32 %0, 1, 0, p; }"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+/* One TMA load of the B tile of stage (c, k2, k1, k0, o) into dst, completing on bar. */
+__device__ __forceinline__ void tma_load_b(uint32_t dst, const CUtensorMap *map, uint32_t bar,
+                                           int bytes, int c, int k2, int k1, int k0, int o)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+                 : "memory");
+    asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4, %5, %6}], [%7];" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(c), "r"(k2), "r"(k1), "r"(k0), "r"(o), "r"(bar)
+                 : "memory");
+}
+#endif
+
+/* TMA_B: the B tiles come by TMA (one tensor map of w: channels, the three taps, output
+ * channels of all groups; 128-byte swizzle, zero fill past cin/groups and cout) on one
+ * mbarrier per stage, leaving the threads only A's cp.async; else by cp.async like A. */
+template <kind K, int BN, bool TMA_B>
 __global__ void __launch_bounds__(THREADS, cfg<BN>::minb)
 wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__restrict__ w,
-             const char *__restrict__ bias, char *__restrict__ y, int y_es, bool y_vec)
+             const char *__restrict__ bias, char *__restrict__ y, int y_es, bool y_vec,
+             const __grid_constant__ CUtensorMap tmb)
 {
 #if XCONV_WGMMA_ARCH
     constexpr bool is_float = K == kind::bf16 || K == kind::f16;
@@ -154,8 +270,10 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
     extern __shared__ unsigned char smem_raw[];
     unsigned char *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
     const uint32_t sbase = smem_addr(smem);
+    /* TMA_B: one mbarrier per stage after the pipeline / epilogue space */
+    const uint32_t bars = sbase + region_bytes<BN>();
 
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
+    const int tid = threadIdx.x, wg = tid >> 7;
     const int64_t g = blockIdx.z;
     const int64_t Y0 = p.y_size[0], Y1 = p.y_size[1], Y2 = p.y_size[2];
     const int64_t M = p.n * Y0 * Y1 * Y2;
@@ -201,7 +319,6 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
         const uint32_t sa = sbase + slot * STAGE_BYTES, sb = sa + A_BYTES;
         const int64_t x_tap = (int64_t)k0 * D0 * p.x_ss[0] + (int64_t)k1 * D1 * p.x_ss[1] +
                               (int64_t)k2 * D2 * p.x_ss[2] + c;
-        const int64_t w_tap = k0 * p.w_sk[0] + k1 * p.w_sk[1] + k2 * p.w_sk[2] + c;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const int q0 = a_q[i][0] + k0 * D0, q1 = a_q[i][1] + k1 * D1, q2 = a_q[i][2] + k2 * D2;
@@ -209,6 +326,13 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
                             (unsigned)q1 < (unsigned)X1 && (unsigned)q2 < (unsigned)X2;
             cp_async16(sa + swz(row0 + 32 * i, chunk), ok ? x + (a_base[i] + x_tap) * ES : x, ok);
         }
+        if constexpr (TMA_B) {
+            if (tid == 0)
+                tma_load_b(sb, &tmb, bars + 8 * slot, BN * BKB, c - chunk * EPC, k2, k1, k0,
+                           (int)(g * p.cout_g + o0));
+            return;
+        }
+        const int64_t w_tap = k0 * p.w_sk[0] + k1 * p.w_sk[1] + k2 * p.w_sk[2] + c;
 #pragma unroll
         for (int i = 0; i < BROWS; i++) {
             const bool ok = c_ok && 32 * i < b_rows;
@@ -229,6 +353,12 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
         return (uint64_t)((addr & 0x3FFFFu) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
     };
 
+    if (TMA_B && tid == 0) {
+        for (int s = 0; s < STAGES; s++) mbar_init(bars + 8 * s, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    }
+    if (TMA_B) __syncthreads();
 #pragma unroll
     for (int s = 0; s < PF; s++) {
         if (s < KT) load_stage(s, s);
@@ -240,6 +370,7 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         __syncthreads();
         const int slot = kt % STAGES;
+        if constexpr (TMA_B) mbar_wait(bars + 8 * slot, (kt / STAGES) & 1);
         const uint64_t da = desc(sbase + slot * STAGE_BYTES + wg * 64 * BKB);
         const uint64_t db = desc(sbase + slot * STAGE_BYTES + A_BYTES);
         asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
@@ -263,68 +394,8 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
     cp_async_wait<0>();
     __syncthreads(); /* the pipeline's shared memory becomes the output tile */
 
-    /* Epilogue 1: bias and one rounding to y's dtype into a [BM][BN] tile of y elements. */
-    const int pitch = BN * y_es + 16;
-    using bias_t = typename std::conditional<is_float, float, uint32_t>::type;
-    bias_t *bv = (bias_t *)(smem + BM * pitch + BM * sizeof(int64_t));
-    if (bias && tid < BN) {
-        const int64_t o = o0 + tid;
-        bv[tid] = ops<bias_t>::load(p.bias_dtype, bias,
-                                    p.b_off + (g * p.cout_g + (o < p.cout_g ? o : 0)) * p.b_s);
-    }
-    __syncthreads();
-    unsigned char *tile = smem + (wg * 64 + (warp & 3) * 16 + (lane >> 2)) * pitch;
-    const int col0 = (lane & 3) * 2;
-    const bool hb = bias != nullptr;
-    if constexpr (is_float) {
-        switch (p.y_dtype) {
-        case XCONV_DTYPE_BF16: tile_store<XCONV_DTYPE_BF16, BN>(acc, bv, hb, tile, pitch, col0); break;
-        case XCONV_DTYPE_F16: tile_store<XCONV_DTYPE_F16, BN>(acc, bv, hb, tile, pitch, col0); break;
-        default: tile_store<XCONV_DTYPE_F32, BN>(acc, bv, hb, tile, pitch, col0); break;
-        }
-    } else {
-        switch (y_es) { /* integers: the low bits of the u32 sum in y's width */
-        case 1: tile_store<XCONV_DTYPE_U8, BN>(acc, bv, hb, tile, pitch, col0); break;
-        case 2: tile_store<XCONV_DTYPE_U16, BN>(acc, bv, hb, tile, pitch, col0); break;
-        default: tile_store<XCONV_DTYPE_U32, BN>(acc, bv, hb, tile, pitch, col0); break;
-        }
-    }
-    __syncthreads();
-
-    /* Epilogue 2: the tile to y; each row's y offset computed once into shared memory. */
-    int64_t *row_off = (int64_t *)(smem + BM * pitch);
-    if (tid < BM) {
-        int64_t t = m0 + tid < M ? m0 + tid : 0;
-        const int64_t j2 = t % Y2; t /= Y2;
-        const int64_t j1 = t % Y1; t /= Y1;
-        const int64_t j0 = t % Y0;
-        const int64_t n = t / Y0;
-        row_off[tid] = p.y_off + n * p.y_sn + j0 * p.y_ss[0] + j1 * p.y_ss[1] + j2 * p.y_ss[2] +
-                       (g * p.cout_g + o0) * p.y_sc;
-    }
-    __syncthreads();
-    const int cols = (int)(p.cout_g - o0 < BN ? p.cout_g - o0 : BN);
-    const int row_bytes = cols * y_es;
-    if (y_vec) {
-        const int vpr = BN * y_es / 16; /* 16-byte pieces per full row */
-        for (int idx = tid; idx < BM * vpr; idx += THREADS) {
-            const int r = idx / vpr, v = idx % vpr;
-            if (m0 + r >= M || v * 16 >= row_bytes) continue;
-            *(uint4 *)(y + row_off[r] * y_es + v * 16) = *(const uint4 *)(smem + r * pitch + v * 16);
-        }
-    } else {
-        for (int idx = tid; idx < BM * BN; idx += THREADS) {
-            const int r = idx / BN, c = idx % BN;
-            if (m0 + r >= M || c >= cols) continue;
-            const unsigned char *src = smem + r * pitch + c * y_es;
-            char *dst = y + (row_off[r] + c * p.y_sc) * y_es;
-            switch (y_es) {
-            case 1: *(uint8_t *)dst = *src; break;
-            case 2: *(uint16_t *)dst = *(const uint16_t *)src; break;
-            default: *(uint32_t *)dst = *(const uint32_t *)src; break;
-            }
-        }
-    }
+    wg_epilogue<K, BN>(acc, smem, p, bias, y, y_es, y_vec, tid, m0, o0, g, M,
+                       [] { __syncthreads(); });
 #else
     (void)p, (void)x, (void)w, (void)bias, (void)y, (void)y_es, (void)y_vec;
     __trap(); /* never launched: supports() asks for a compute capability 9.0 device */
@@ -351,17 +422,70 @@ int pick_bn(const xconv_canon *p)
     return best;
 }
 
+/* The TMA view of w for the B tiles: dims (channel, k2, k1, k0, output channel of every
+ * group), box 128 bytes x 1 x 1 x 1 x BN. False (cp.async loads B) when the driver's encoder
+ * is missing or refuses, a stride is not positive, or the groups' rows are not one run of
+ * output channels (w_sg != cout_g * w_so). */
+typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                    const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                    const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                    CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+encode_tiled_fn encoder()
+{
+    static encode_tiled_fn fn = [] {
+        void *f = nullptr;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                             &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess)
+            f = nullptr;
+        (void)cudaGetLastError();
+        return (encode_tiled_fn)f;
+    }();
+    return fn;
+}
+
+template <int BN>
+bool make_b_map_bn(const xconv_canon *p, const xconv_exec *e, CUtensorMap *map)
+{
+    const int es = (int)xconv_dtype_size(p->x_dtype);
+    encode_tiled_fn enc = encoder();
+    if (!enc || p->w_so <= 0 || (p->groups > 1 && p->w_sg != p->cout_g * p->w_so)) return false;
+    cuuint64_t dims[5] = {(cuuint64_t)p->cin_g, (cuuint64_t)p->k_size[2], (cuuint64_t)p->k_size[1],
+                          (cuuint64_t)p->k_size[0], (cuuint64_t)(p->groups * p->cout_g)};
+    cuuint64_t strides[4];
+    for (int d = 0; d < 3; d++) {
+        const int64_t st = p->w_sk[2 - d];
+        if (dims[1 + d] > 1 && st <= 0) return false;
+        strides[d] = (cuuint64_t)((dims[1 + d] > 1 ? st : p->w_so) * es); /* size 1: any */
+    }
+    strides[3] = (cuuint64_t)(p->w_so * es);
+    const cuuint32_t box[5] = {(cuuint32_t)(BKB / es), 1, 1, 1, (cuuint32_t)BN};
+    const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
+    void *base = (void *)((const char *)e->w + p->w_off * es);
+    return enc(map, es == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 5,
+               base, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 template <kind K, int BN>
 void launch_bn(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream, int yes, bool vec)
 {
     const int64_t M = p->n * xconv__prod3(p->y_size);
     const dim3 grid((unsigned)((M + BM - 1) / BM), (unsigned)((p->cout_g + BN - 1) / BN),
                     (unsigned)p->groups);
+    CUtensorMap map;
+    memset(&map, 0, sizeof map);
+    /* tuning knob: XCONV_WGMMA_TMA=0 loads B by cp.async */
+    const char *tv = getenv("XCONV_WGMMA_TMA");
+    const bool tma = !(tv && tv[0] == '0') && make_b_map_bn<BN>(p, e, &map);
     constexpr int smem = smem_bytes<BN>();
-    cudaFuncSetAttribute(wgmma_kernel<K, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    wgmma_kernel<K, BN><<<grid, THREADS, smem, stream>>>(*p, (const char *)e->x,
-                                                         (const char *)e->w, (const char *)e->bias,
-                                                         (char *)e->y, yes, vec);
+    auto kern = tma ? wgmma_kernel<K, BN, true> : wgmma_kernel<K, BN, false>;
+    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    kern<<<grid, THREADS, smem, stream>>>(*p, (const char *)e->x, (const char *)e->w,
+                                          (const char *)e->bias, (char *)e->y, yes, vec, map);
 }
 
 template <kind K>

@@ -2,7 +2,8 @@
  * patch.cu — "cuda.patch_tc": patch convolution (kernel == stride, no padding, no
  * dilation: the windows tile x) as a GEMM on the tensor cores. Each window's kernel dims are
  * folded into the channel dim, so the problem becomes a conv with fewer taps and longer
- * contiguous channel runs that cuda.igemm_tc's kernel runs as is:
+ * contiguous channel runs that the tensor-core kernels run as is (cuda.igemm_wgmma's on Hopper
+ * where the folded problem takes the 16-byte loader, else cuda.igemm_tc's):
  *
  *   channels-last: x[n, .., q*K + k, c] is x'[n, .., q, k*C + c] when the windows of the
  *     innermost dims are contiguous ([K, C] rows); innermost dims first, each fold needs the
@@ -107,7 +108,7 @@ xconv_status patch_run(const xconv_exec *e, xconv_error *err)
     if (q.n * xconv__prod3(q.y_size) == 0) return XCONV_STATUS_OK;
     xconv_cuda_scope s;
     XCONV_TRY(xconv__cuda_enter(e, &s, err));
-    xconv__cuda_igemm_launch(&q, e, s.stream);
+    xconv__cuda_tc_launch(&q, e, s.stream);
     xconv_status st = xconv__cuda_launch_status("cuda.patch_tc", err);
     xconv__cuda_leave(&s);
     return st;
