@@ -73,7 +73,7 @@ template <int BN> constexpr int region_bytes()
 template <int BN> constexpr int smem_bytes()
 {
     return region_bytes<BN>() +
-           1024 /* TMA_B's mbarriers */ + 1024 /* alignment of the dynamic shared memory */;
+           1024 /* TMA_B's and CL's mbarriers */ + 1024 /* alignment of the dynamic shared memory */;
 }
 
 #if XCONV_WGMMA_ARCH /* (the other passes would warn that these go unused) */
@@ -247,12 +247,44 @@ __device__ __forceinline__ void tma_load_b(uint32_t dst, const CUtensorMap *map,
                  "l"((uint64_t)map), "r"(c), "r"(k2), "r"(k1), "r"(k0), "r"(o), "r"(bar)
                  : "memory");
 }
+/* The same into the same offsets of both CTAs of a cluster pair (half of the tile each). */
+__device__ __forceinline__ void tma_load_b_pair(uint32_t dst, const CUtensorMap *map, uint32_t bar,
+                                                int c, int k2, int k1, int k0, int o)
+{
+    const uint16_t mask = 3;
+    asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 ".multicast::cluster [%0], [%1, {%2, %3, %4, %5, %6}], [%7], %8;" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(c), "r"(k2), "r"(k1), "r"(k0), "r"(o), "r"(bar), "h"(mask)
+                 : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, int bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+                 : "memory");
+}
+/* one arrival on bar here and on the same barrier of the other CTA of the pair */
+__device__ __forceinline__ void mbar_arrive_pair(uint32_t bar, uint32_t peer)
+{
+    uint32_t remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bar), "r"(peer));
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote)
+                 : "memory");
+}
+__device__ __forceinline__ void cluster_sync()
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;\n"
+                 "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
 #endif
 
 /* TMA_B: the B tiles come by TMA (one tensor map of w: channels, the three taps, output
  * channels of all groups; 128-byte swizzle, zero fill past cin/groups and cout) on one
- * mbarrier per stage, leaving the threads only A's cp.async; else by cp.async like A. */
-template <kind K, int BN, bool TMA_B>
+ * mbarrier per stage, leaving the threads only A's cp.async; else by cp.async like A.
+ * CL 2 (TMA_B only): the grid runs in clusters of two CTAs along M, which share B: each loads
+ * half of the tile into both (TMA multicast), halving B's traffic from L2; an "empty" mbarrier
+ * per stage (one arrival from each CTA) says when both are done with a stage. */
+template <kind K, int BN, bool TMA_B, int CL>
 __global__ void __launch_bounds__(THREADS, cfg<BN>::minb)
 wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__restrict__ w,
              const char *__restrict__ bias, char *__restrict__ y, int y_es, bool y_vec,
@@ -270,8 +302,11 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
     extern __shared__ unsigned char smem_raw[];
     unsigned char *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
     const uint32_t sbase = smem_addr(smem);
-    /* TMA_B: one mbarrier per stage after the pipeline / epilogue space */
-    const uint32_t bars = sbase + region_bytes<BN>();
+    /* TMA_B: "full" mbarriers per stage after the pipeline / epilogue space, then (CL 2)
+     * "empty" ones */
+    const uint32_t bars = sbase + region_bytes<BN>(), empties = bars + 8 * STAGES;
+    uint32_t rank = 0;
+    if constexpr (CL > 1) asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
 
     const int tid = threadIdx.x, wg = tid >> 7;
     const int64_t g = blockIdx.z;
@@ -327,9 +362,19 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
             cp_async16(sa + swz(row0 + 32 * i, chunk), ok ? x + (a_base[i] + x_tap) * ES : x, ok);
         }
         if constexpr (TMA_B) {
-            if (tid == 0)
-                tma_load_b(sb, &tmb, bars + 8 * slot, BN * BKB, c - chunk * EPC, k2, k1, k0,
-                           (int)(g * p.cout_g + o0));
+            if (tid == 0) {
+                if constexpr (CL == 1) {
+                    tma_load_b(sb, &tmb, bars + 8 * slot, BN * BKB, c - chunk * EPC, k2, k1, k0,
+                               (int)(g * p.cout_g + o0));
+                } else {
+                    /* both CTAs must be done with the stage's previous use */
+                    if (kt >= STAGES) mbar_wait(empties + 8 * slot, ((kt / STAGES) - 1) & 1);
+                    mbar_expect_tx(bars + 8 * slot, BN * BKB); /* both halves land here */
+                    tma_load_b_pair(sb + rank * (BN / 2) * BKB, &tmb, bars + 8 * slot,
+                                    c - chunk * EPC, k2, k1, k0,
+                                    (int)(g * p.cout_g + o0 + rank * (BN / 2)));
+                }
+            }
             return;
         }
         const int64_t w_tap = k0 * p.w_sk[0] + k1 * p.w_sk[1] + k2 * p.w_sk[2] + c;
@@ -354,11 +399,15 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
     };
 
     if (TMA_B && tid == 0) {
-        for (int s = 0; s < STAGES; s++) mbar_init(bars + 8 * s, 1);
+        for (int s = 0; s < STAGES; s++) {
+            mbar_init(bars + 8 * s, 1);
+            if (CL > 1) mbar_init(empties + 8 * s, 2);
+        }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     }
-    if (TMA_B) __syncthreads();
+    if constexpr (CL > 1) cluster_sync(); /* the pair's barriers exist before any multicast */
+    else if (TMA_B) __syncthreads();
 #pragma unroll
     for (int s = 0; s < PF; s++) {
         if (s < KT) load_stage(s, s);
@@ -370,6 +419,11 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         __syncthreads();
         const int slot = kt % STAGES;
+        /* this CTA is done with stage kt - 2 (the barrier above): tell both CTAs, whose next
+         * loads into that slot (stage kt + PF) wait for it */
+        if constexpr (CL > 1)
+            if (tid == 0 && kt >= 2 && kt + PF < KT)
+                mbar_arrive_pair(empties + 8 * ((kt - 2) % STAGES), rank ^ 1);
         if constexpr (TMA_B) mbar_wait(bars + 8 * slot, (kt / STAGES) & 1);
         const uint64_t da = desc(sbase + slot * STAGE_BYTES + wg * 64 * BKB);
         const uint64_t db = desc(sbase + slot * STAGE_BYTES + A_BYTES);
@@ -392,7 +446,10 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
         else asm volatile("" : "+r"(acc[i])::"memory");
     }
     cp_async_wait<0>();
-    __syncthreads(); /* the pipeline's shared memory becomes the output tile */
+    /* the pipeline's shared memory becomes the output tile (CL 2: no multicast into it or
+     * arrival on its barriers is still under way) */
+    if constexpr (CL > 1) cluster_sync();
+    else __syncthreads();
 
     wg_epilogue<K, BN>(acc, smem, p, bias, y, y_es, y_vec, tid, m0, o0, g, M,
                        [] { __syncthreads(); });
@@ -447,7 +504,7 @@ encode_tiled_fn encoder()
 }
 
 template <int BN>
-bool make_b_map_bn(const xconv_canon *p, const xconv_exec *e, CUtensorMap *map)
+bool make_b_map_bn(const xconv_canon *p, const xconv_exec *e, CUtensorMap *map, int cl)
 {
     const int es = (int)xconv_dtype_size(p->x_dtype);
     encode_tiled_fn enc = encoder();
@@ -461,7 +518,7 @@ bool make_b_map_bn(const xconv_canon *p, const xconv_exec *e, CUtensorMap *map)
         strides[d] = (cuuint64_t)((dims[1 + d] > 1 ? st : p->w_so) * es); /* size 1: any */
     }
     strides[3] = (cuuint64_t)(p->w_so * es);
-    const cuuint32_t box[5] = {(cuuint32_t)(BKB / es), 1, 1, 1, (cuuint32_t)BN};
+    const cuuint32_t box[5] = {(cuuint32_t)(BKB / es), 1, 1, 1, (cuuint32_t)(BN / cl)};
     const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
     void *base = (void *)((const char *)e->w + p->w_off * es);
     return enc(map, es == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 5,
@@ -478,14 +535,32 @@ void launch_bn(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream, i
                     (unsigned)p->groups);
     CUtensorMap map;
     memset(&map, 0, sizeof map);
-    /* tuning knob: XCONV_WGMMA_TMA=0 loads B by cp.async */
-    const char *tv = getenv("XCONV_WGMMA_TMA");
-    const bool tma = !(tv && tv[0] == '0') && make_b_map_bn<BN>(p, e, &map);
+    /* tuning knobs: XCONV_WGMMA_TMA=0 loads B by cp.async, XCONV_WGMMA_CL=2 runs CTA pairs
+     * (measured slower: 378 against 448 TFLOP/s on sdvae_512) */
+    const char *tv = getenv("XCONV_WGMMA_TMA"), *cv = getenv("XCONV_WGMMA_CL");
+    const int cl = grid.x >= 2 && cv && cv[0] == '2' ? 2 : 1;
+    const bool tma = !(tv && tv[0] == '0') && make_b_map_bn<BN>(p, e, &map, cl);
     constexpr int smem = smem_bytes<BN>();
-    auto kern = tma ? wgmma_kernel<K, BN, true> : wgmma_kernel<K, BN, false>;
+    const char *xp = (const char *)e->x, *wp = (const char *)e->w, *bp = (const char *)e->bias;
+    char *yp = (char *)e->y;
+    if (tma && cl == 2) {
+        auto kern = wgmma_kernel<K, BN, true, 2>;
+        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        cudaLaunchConfig_t lc = {};
+        lc.gridDim = dim3((grid.x + 1) / 2 * 2, grid.y, grid.z); /* pairs; a spare CTA has no rows */
+        lc.blockDim = dim3(THREADS);
+        lc.dynamicSmemBytes = smem;
+        lc.stream = stream;
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = 2, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+        lc.attrs = at, lc.numAttrs = 1;
+        cudaLaunchKernelEx(&lc, kern, *p, xp, wp, bp, yp, yes, vec, map);
+        return;
+    }
+    auto kern = tma ? wgmma_kernel<K, BN, true, 1> : wgmma_kernel<K, BN, false, 1>;
     cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    kern<<<grid, THREADS, smem, stream>>>(*p, (const char *)e->x, (const char *)e->w,
-                                          (const char *)e->bias, (char *)e->y, yes, vec, map);
+    kern<<<grid, THREADS, smem, stream>>>(*p, xp, wp, bp, yp, yes, vec, map);
 }
 
 template <kind K>
