@@ -304,6 +304,13 @@ static void convert_x_range(void *arg, int64_t begin, int64_t end, int slot)
         const int64_t a0 = b0 - lo0, a1 = b1 - lo1;
         if (a0 < 0 || a0 >= p->x_size[0] || a1 < 0 || a1 >= p->x_size[1]) continue;
         const int64_t base = p->x_off + (t->n0 + nl) * p->x_sn + a0 * p->x_ss[0] + a1 * p->x_ss[1];
+        if (!q->vnni && p->x_sc == 1 && p->x_ss[2] == p->cin) {
+            /* a dense row of x (pixels of cin channels back to back): one conversion, not
+             * one per pixel, which costs more than the copy when cin is small */
+            xconv__load_row(p->ct, p->x_dtype, (const char *)t->e->x + base * xes, 1,
+                            row + (size_t)(lo2 * ch) * q->a_es, p->x_size[2] * p->cin);
+            continue;
+        }
         for (int64_t a2 = 0; a2 < p->x_size[2]; a2++) {
             const char *src = (const char *)t->e->x + (base + a2 * p->x_ss[2]) * xes;
             char *px = row + (size_t)((lo2 + a2) * ch) * q->a_es;
@@ -315,6 +322,11 @@ static void convert_x_range(void *arg, int64_t begin, int64_t end, int slot)
                 const unsigned char *sb = (const unsigned char *)src;
                 unsigned char *db = (unsigned char *)px;
                 const int64_t cin = p->cin;
+                if (ch == cin && p->x_ss[2] == cin) { /* the whole row at once */
+                    const int64_t nb = cin * (p->x_size[2] - a2);
+                    for (int64_t c = 0; c < nb; c++) db[c] = (unsigned char)(sb[c] ^ 0x80u);
+                    break;
+                }
                 for (int64_t c = 0; c < cin; c++) db[c] = (unsigned char)(sb[c] ^ 0x80u);
                 continue;
             }
