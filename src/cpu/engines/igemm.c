@@ -438,9 +438,17 @@ static void set_source(ig_task *t)
     }
 }
 
+/* Where the next tile starts: a thread walks tiles in order, so stepping its counters by
+ * mr spares the divisions (tens of cycles each, as much as a small tile's arithmetic). */
+typedef struct ig_cursor {
+    int64_t first;       /* the position index (n, j0, j1, j2) describe; -1: none */
+    int64_t n, j0, j1, j2;
+} ig_cursor;
+
 /* Fills the pointer arrays of one conv tile; returns the number of runs. */
 static int64_t conv_tile(const ig_task *t, int64_t g, int64_t tile, const char *wpanel,
-                         const void **a, const void **b, int64_t pos[][4], int *m)
+                         const void **a, const void **b, int64_t pos[][4], int *m,
+                         ig_cursor *cur)
 {
     const xconv_canon *p = t->e->p;
     const ig_geom *q = t->q;
@@ -449,9 +457,14 @@ static int64_t conv_tile(const ig_task *t, int64_t g, int64_t tile, const char *
     const int64_t total = t->nb * per_img;
     const char *zero = (const char *)t->e->workspace + q->zero;
     *m = 0;
-    /* divide once for the first position, then step (64-bit divisions cost tens of cycles) */
+    /* divide for the first position only when the cursor is elsewhere, then step */
     const int64_t first = tile * mr;
-    int64_t n_ = first / per_img, j0 = first / (Y1 * Y2) % Y0, j1 = first / Y2 % Y1, j2 = first % Y2;
+    int64_t n_, j0, j1, j2;
+    if (cur->first == first) {
+        n_ = cur->n, j0 = cur->j0, j1 = cur->j1, j2 = cur->j2;
+    } else {
+        n_ = first / per_img, j0 = first / (Y1 * Y2) % Y0, j1 = first / Y2 % Y1, j2 = first % Y2;
+    }
     for (int i = 0; i < mr; i++) {
         const bool live = first + i < total;
         *m += live;
@@ -459,6 +472,7 @@ static int64_t conv_tile(const ig_task *t, int64_t g, int64_t tile, const char *
         pos[i][1] = j0, pos[i][2] = j1, pos[i][3] = j2;
         if (++j2 == Y2 && (j2 = 0, ++j1 == Y1) && (j1 = 0, ++j0 == Y0)) j0 = 0, n_++;
     }
+    *cur = (ig_cursor){first + mr, n_, j0, j1, j2};
     const int64_t k2n = q->merge ? 1 : p->k_size[2];
     const int64_t lo0 = q->pad_copy ? 0 : p->pad_lo[0], lo1 = q->pad_copy ? 0 : p->pad_lo[1],
                   lo2 = q->pad_copy ? 0 : p->pad_lo[2];
@@ -621,6 +635,7 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
     const bool tr = p->op == XCONV_OP_CONV_TRANSPOSE;
     int64_t pos[8][4];
     int64_t packed_gp = -1;
+    ig_cursor cursor = {-1, 0, 0, 0, 0};
 
     for (int64_t item = begin; item < end;) {
         const int64_t tile0 = item % t->tiles, gp = item / t->tiles;
@@ -655,7 +670,7 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
             void **ct = c + ti * mr;
             tl->mixed = false;
             tl->runs = tr ? transpose_tile(t, g, tile0 + ti, wpanel, at, bt, pos, &tl->m, &tl->mixed)
-                          : conv_tile(t, g, tile0 + ti, wpanel, at, bt, pos, &tl->m);
+                          : conv_tile(t, g, tile0 + ti, wpanel, at, bt, pos, &tl->m, &cursor);
             tl->done = tl->m == 0;
             for (int i = 0; i < mr; i++) {
                 tl->yel[i] = pos[i][0] < 0 ? 0
