@@ -1,0 +1,155 @@
+/*
+ * engine_check.h — what the engine tests share to compare an engine's y with cpu.ref's:
+ * views of a fresh canary-filled buffer (dense, padded, flipped, broadcast), random fills of
+ * every slot, and the comparison itself (integers exact, floats within tol(y) * sum|x*w|
+ * plus one ulp of a reduced y, NaN and infinities where cpu.ref has them, and no byte outside
+ * y's elements written).
+ */
+#ifndef XCONV_TEST_ENGINE_CHECK_H
+#define XCONV_TEST_ENGINE_CHECK_H
+
+#include "common/ref_conv.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+enum { V_DENSE, V_PADDED, V_FLIPPED, V_BROADCAST, V_COUNT };
+static const char *const VIEW_NAMES[V_COUNT] = {"dense", "padded", "flipped", "broadcast"};
+
+/*
+ * A view of `shape` in a fresh buffer filled with canary 0xA5. padded: rows padded, the
+ * innermost step 2, an offset; flipped: padded with the dims of `flip` (a bit mask) walked
+ * backwards; broadcast (inputs only): padded with dim 0 at stride 0.
+ */
+static inline xconv_tensor make_view(xconv_dtype dt, int rank, const int64_t *shape, int view,
+                                     unsigned flip, bool output)
+{
+    if (view == V_DENSE) return tu_alloc(dt, rank, shape, 0xA5);
+    xconv_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = dt;
+    t.rank = rank;
+    t.strided = true;
+    int64_t step = 2, lo = 5, hi = 0;
+    for (int d = rank - 1; d >= 0; d--) {
+        t.shape[d] = shape[d];
+        const bool neg = view == V_FLIPPED && ((flip >> d) & 1u);
+        const bool zero = view == V_BROADCAST && !output && d == 0;
+        t.strides[d] = zero ? 0 : neg ? -step : step;
+        const int64_t reach = (shape[d] > 0 ? shape[d] - 1 : 0) * step;
+        if (!zero) {
+            if (neg)
+                lo += reach;
+            else
+                hi += reach;
+        }
+        step = step * (shape[d] > 0 ? shape[d] : 1) + 3;
+    }
+    t.offset = lo;
+    t.buffer_bytes = (size_t)(lo + hi + 4) * xconv_dtype_size(dt);
+    t.data = malloc(t.buffer_bytes);
+    memset(t.data, 0xA5, t.buffer_bytes);
+    return t;
+}
+
+/* Every element slot of the buffer gets a random value of dt (gaps too: harmless). */
+static inline void fill_all(xconv_tensor *t, tu_rng *r)
+{
+    const int64_t es = (int64_t)xconv_dtype_size(t->dtype);
+    const int64_t slots =
+        (int64_t)(t->buffer_bytes ? t->buffer_bytes : (size_t)(tu_numel(t->rank, t->shape) * es)) /
+        es;
+    for (int64_t i = 0; i < slots; i++)
+        tu_store(t->dtype, t->data, i, tu_gen_wide(r, t->dtype));
+}
+
+static inline size_t view_bytes(const xconv_tensor *t)
+{
+    return t->buffer_bytes ? t->buffer_bytes
+                           : (size_t)tu_numel(t->rank, t->shape) * xconv_dtype_size(t->dtype);
+}
+
+/* One ulp of a reduced-float y at |v| (0 for the others). */
+static inline double ulp_of(xconv_dtype dt, double v)
+{
+    if (tu_info(dt)->kind != TU_REDUCED) return 0.0;
+    tu_fmt f = tu_fmt_of(dt);
+    int e;
+    frexp(fabs(v), &e);
+    e -= 1;
+    if (e < 1 - f.bias) e = 1 - f.bias;
+    return ldexp(1.0, e - f.mbits);
+}
+
+/* Relative tolerance (of sum|x*w|) of a float y: f64 compute for f64/c128 outputs. */
+static inline double tol_of(xconv_dtype ydt)
+{
+    return ydt == XCONV_DTYPE_F64 || ydt == XCONV_DTYPE_C128 ? 1e-12 : 1e-5;
+}
+
+/* NaN only with NaN and infinities only with themselves (IEEE makes both independent of
+ * the summation order); finite values within `bound`. */
+static inline bool close_to(double a, double e, double bound)
+{
+    if (isnan(a) || isnan(e)) return isnan(a) && isnan(e);
+    if (isinf(a) || isinf(e)) return a == e;
+    return fabs(a - e) <= bound;
+}
+
+/* Compares y (engine) with yr (cpu.ref): elements exactly (integers) or within tolerance;
+ * every byte that is not an element must still hold the canary. Returns mismatches. */
+static inline int64_t compare_outputs(const tu_problem *p, const xconv_tensor *y,
+                                      const xconv_tensor *yr, const double *mag, const char *label)
+{
+    const size_t bytes = view_bytes(y), es = xconv_dtype_size(y->dtype);
+    unsigned char *mask = calloc(1, bytes);
+    int64_t bad = 0, idx[XCONV_MAX_RANK], j[3];
+    const bool is_int = tu_is_int(y->dtype);
+    for (int64_t n = 0; n < p->n; n++)
+        for (int64_t c = 0; c < p->cout; c++)
+            for (j[0] = 0; j[0] < p->y[0]; j[0]++)
+                for (j[1] = 0; j[1] < p->y[1]; j[1]++)
+                    for (j[2] = 0; j[2] < p->y[2]; j[2]++) {
+                        tu_act_index(p->layout, p->d, n, c, j, idx);
+                        const int64_t off = tu_offset(y, idx);
+                        memset(mask + off * (int64_t)es, 1, es);
+                        tu_val a = tu_load(y->dtype, y->data, off),
+                               e = tu_load(y->dtype, yr->data, off);
+                        bool ok;
+                        if (is_int) {
+                            ok = tu_same(y->dtype, a, e);
+                        } else {
+                            double m = mag[tu_ylin(p, n, c, j)] * tol_of(y->dtype);
+                            if (!isfinite(m)) m = INFINITY; /* an Inf or NaN input reached it */
+                            const double bre = m + ulp_of(y->dtype, fmax(fabs(a.re), fabs(e.re)));
+                            const double bim = m + ulp_of(y->dtype, fmax(fabs(a.im), fabs(e.im)));
+                            ok = close_to(a.re, e.re, bre) && close_to(a.im, e.im, bim);
+                        }
+                        if (!ok && bad++ < 3)
+                            fprintf(stderr,
+                                    "  %s: y[n%" PRId64 " c%" PRId64 " %" PRId64 ",%" PRId64
+                                    ",%" PRId64 "] = %.17g%+.17gi (%" PRIx64
+                                    "), cpu.ref %.17g%+.17gi (%" PRIx64 ")\n",
+                                    label, n, c, j[0], j[1], j[2], a.re, a.im, a.u, e.re, e.im,
+                                    e.u);
+                    }
+    const unsigned char *yb = (const unsigned char *)y->data;
+    int64_t touched = 0;
+    for (size_t i = 0; i < bytes; i++)
+        touched += !mask[i] && yb[i] != 0xA5;
+    if (touched)
+        fprintf(stderr, "  %s: %" PRId64 " bytes outside y's elements written\n", label, touched);
+    free(mask);
+    return bad + touched;
+}
+
+/* The spatial dims of an activation in layout L, as a bit mask. */
+static inline unsigned spatial_mask(xconv_layout L, int d)
+{
+    unsigned m = 0;
+    for (int i = 0; i < d; i++)
+        m |= 1u << (L == XCONV_LAYOUT_CHANNELS_FIRST ? 2 + i : 1 + i);
+    return m;
+}
+
+#endif
