@@ -67,6 +67,14 @@ int  bench_data_create(const bench_problem *p, xconv_dtype x_dtype, xconv_dtype 
                        bench_data *d);
 void bench_data_destroy(bench_data *d);
 
+/* count random elements of dtype dt from `seed` (splitmix64), as bench_data_create makes
+ * them; `narrow_unsigned` keeps unsigned values below 128. */
+void bench_fill(xconv_dtype dt, void *buf, int64_t count, uint64_t seed, bool narrow_unsigned);
+
+/* xconv's x and w shapes (rank + 2 entries) and params for the problem in `layout`. */
+void bench_layout_problem(const bench_problem *p, xconv_layout layout, int64_t *x_shape,
+                          int64_t *w_shape, xconv_params *params);
+
 /* [N, C, S] -> [N, S, C] for elements of `esize` bytes (and the reverse with c, s swapped). */
 void bench_to_channels_last(const void *src, void *dst, int64_t n, int64_t c, int64_t s,
                             size_t esize);

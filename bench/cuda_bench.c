@@ -80,50 +80,6 @@ int bench_cuda_check(char *why, size_t whylen)
 
 /* ---- random data in the bench's layout --------------------------------------------------- */
 
-static uint64_t next_random(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static void fill(xconv_dtype dt, void *buf, int64_t count, uint64_t seed, bool narrow_unsigned)
-{
-    uint64_t st = seed;
-    size_t es = xconv_dtype_size(dt);
-    uint8_t *out = buf;
-    for (int64_t i = 0; i < count; i++) {
-        uint64_t r = next_random(&st);
-        float f = (float)((double)(r >> 40) / 8388608.0 - 1.0);
-        float g = (float)((double)((r >> 16) & 0xFFFFFF) / 8388608.0 - 1.0);
-        uint8_t *o = out + (size_t)i * es;
-        switch (dt) {
-        case XCONV_DTYPE_BF16: { uint16_t h = xconv_f32_to_bf16(f); memcpy(o, &h, 2); break; }
-        case XCONV_DTYPE_F16: { uint16_t h = xconv_f32_to_f16(f); memcpy(o, &h, 2); break; }
-        case XCONV_DTYPE_F32: memcpy(o, &f, 4); break;
-        case XCONV_DTYPE_F64: { double d = f; memcpy(o, &d, 8); break; }
-        case XCONV_DTYPE_F8E4M3: *o = xconv_f32_to_f8e4m3(f); break;
-        case XCONV_DTYPE_F8E5M2: *o = xconv_f32_to_f8e5m2(f); break;
-        case XCONV_DTYPE_C64: memcpy(o, &f, 4); memcpy(o + 4, &g, 4); break;
-        case XCONV_DTYPE_C128: {
-            double d[2] = {f, g};
-            memcpy(o, d, 16);
-            break;
-        }
-        case XCONV_DTYPE_I8: case XCONV_DTYPE_I16: case XCONV_DTYPE_I32: case XCONV_DTYPE_I64: {
-            int64_t v = (int64_t)(r & 0xFF) - 128; /* little-endian: the low bytes */
-            memcpy(o, &v, es);
-            break;
-        }
-        default: {
-            uint64_t v = r & (narrow_unsigned ? 0x7F : 0xFF);
-            memcpy(o, &v, es);
-            break;
-        }
-        }
-    }
-}
 
 /* Element i of a float buffer as a double (the dtypes cuDNN is compared in). */
 static double get_f(xconv_dtype dt, const void *buf, int64_t i)
@@ -317,9 +273,9 @@ static double measure_matmul(char *how, size_t howlen)
     double rate = 0;
     if (host && cudaMalloc(&a, bytes) == cudaSuccess && cudaMalloc(&b, bytes) == cudaSuccess &&
         cudaMalloc(&c, bytes) == cudaSuccess) {
-        fill(XCONV_DTYPE_BF16, host, (int64_t)n * n, 7, false);
+        bench_fill(XCONV_DTYPE_BF16, host, (int64_t)n * n, 7, false);
         cudaMemcpy(a, host, bytes, cudaMemcpyHostToDevice);
-        fill(XCONV_DTYPE_BF16, host, (int64_t)n * n, 8, false);
+        bench_fill(XCONV_DTYPE_BF16, host, (int64_t)n * n, 8, false);
         cudaMemcpy(b, host, bytes, cudaMemcpyHostToDevice);
         float one = 1, zero = 0;
         bool ok = true;
@@ -489,31 +445,8 @@ static void bench_one(xconv_context *ctx, const bench_cuda_options *o, const cei
 
     /* Shapes in the layout. */
     int64_t x_shape[XCONV_MAX_RANK], w_shape[XCONV_MAX_RANK], y_shape[XCONV_MAX_RANK];
-    x_shape[0] = p->n;
-    x_shape[last ? rank - 1 : 1] = p->cin;
-    for (int i = 0; i < p->rank; i++) {
-        x_shape[(last ? 1 : 2) + i] = p->in[i];
-        w_shape[(last ? 1 : 2) + i] = p->k[i];
-    }
-    if (last) {
-        w_shape[0] = p->cout;
-        w_shape[rank - 1] = p->cin / p->groups;
-    } else if (p->op == XCONV_OP_CONV) {
-        w_shape[0] = p->cout;
-        w_shape[1] = p->cin / p->groups;
-    } else {
-        w_shape[0] = p->cin;
-        w_shape[1] = p->cout / p->groups;
-    }
-    xconv_params params = xconv_params_init(p->op, p->rank, o->layout);
-    for (int i = 0; i < p->rank; i++) {
-        params.stride[i] = p->stride[i];
-        params.dilation[i] = p->dil[i];
-        params.pad_lo[i] = p->pad_lo[i];
-        params.pad_hi[i] = p->pad_hi[i];
-        params.output_padding[i] = p->out_pad[i];
-    }
-    params.groups = p->groups;
+    xconv_params params;
+    bench_layout_problem(p, o->layout, x_shape, w_shape, &params);
 
     xconv_side xs = {0};
     bench_cudnn *cd = NULL;
@@ -529,8 +462,8 @@ static void bench_one(xconv_context *ctx, const bench_cuda_options *o, const cei
         snprintf(r->error, sizeof r->error, "%s", xs.err.description);
         goto done;
     }
-    fill(xt, xh, xn, 1, false);
-    fill(xt, wpt, wn, 2, true);
+    bench_fill(xt, xh, xn, 1, false);
+    bench_fill(xt, wpt, wn, 2, true);
     if (last) bench_weight_to_okc(p, wpt, wx, es);
     else memcpy(wx, wpt, (size_t)wn * es);
 

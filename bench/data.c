@@ -19,8 +19,7 @@ static uint64_t next_random(uint64_t *state)
     return z ^ (z >> 31);
 }
 
-/* Fills count elements of dtype dt; `narrow_unsigned` keeps unsigned values below 128. */
-static void fill(xconv_dtype dt, void *buf, int64_t count, uint64_t seed, bool narrow_unsigned)
+void bench_fill(xconv_dtype dt, void *buf, int64_t count, uint64_t seed, bool narrow_unsigned)
 {
     uint64_t state = seed;
     xconv_family family = xconv__dtype_family(dt);
@@ -62,8 +61,8 @@ int bench_data_create(const bench_problem *p, xconv_dtype x_dtype, xconv_dtype y
         bench_data_destroy(d);
         return -1;
     }
-    fill(x_dtype, d->x, xn, 1, false);
-    fill(x_dtype, d->w, wn, 2, true);
+    bench_fill(x_dtype, d->x, xn, 1, false);
+    bench_fill(x_dtype, d->w, wn, 2, true);
     return 0;
 }
 
@@ -162,4 +161,36 @@ void bench_peer_destroy(bench_peer *peer)
 {
     if (peer->destroy && peer->state) peer->destroy(peer->state);
     peer->state = NULL;
+}
+
+void bench_layout_problem(const bench_problem *p, xconv_layout layout, int64_t *x_shape,
+                          int64_t *w_shape, xconv_params *params)
+{
+    const bool last = layout == XCONV_LAYOUT_CHANNELS_LAST;
+    const int rank = p->rank + 2;
+    x_shape[0] = p->n;
+    x_shape[last ? rank - 1 : 1] = p->cin;
+    for (int i = 0; i < p->rank; i++) {
+        x_shape[(last ? 1 : 2) + i] = p->in[i];
+        w_shape[(last ? 1 : 2) + i] = p->k[i];
+    }
+    if (last) { /* both ops: [Cout, K.., Cin/g] */
+        w_shape[0] = p->cout;
+        w_shape[rank - 1] = p->cin / p->groups;
+    } else if (p->op == XCONV_OP_CONV) {
+        w_shape[0] = p->cout;
+        w_shape[1] = p->cin / p->groups;
+    } else {
+        w_shape[0] = p->cin;
+        w_shape[1] = p->cout / p->groups;
+    }
+    *params = xconv_params_init(p->op, p->rank, layout);
+    for (int i = 0; i < p->rank; i++) {
+        params->stride[i] = p->stride[i];
+        params->dilation[i] = p->dil[i];
+        params->pad_lo[i] = p->pad_lo[i];
+        params->pad_hi[i] = p->pad_hi[i];
+        params->output_padding[i] = p->out_pad[i];
+    }
+    params->groups = p->groups;
 }

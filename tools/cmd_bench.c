@@ -128,31 +128,8 @@ static int xconv_side_create(xconv_context *ctx, const options *o, const bench_p
     size_t es = xconv_dtype_size(d->x_dtype), ys_bytes = xconv_dtype_size(d->y_dtype);
     int64_t xs = bench_spatial(p->in, p->rank), xn = bench_x_elems(p), wn = bench_w_elems(p);
     int64_t x_shape[XCONV_MAX_RANK], w_shape[XCONV_MAX_RANK], y_shape[XCONV_MAX_RANK];
-    x_shape[0] = p->n;
-    x_shape[last ? rank - 1 : 1] = p->cin;
-    for (int i = 0; i < p->rank; i++) {
-        x_shape[(last ? 1 : 2) + i] = p->in[i];
-        w_shape[(last ? 1 : 2) + i] = p->k[i];
-    }
-    if (last) { /* both ops: [Cout, K.., Cin/g] */
-        w_shape[0] = p->cout;
-        w_shape[rank - 1] = p->cin / p->groups;
-    } else if (p->op == XCONV_OP_CONV) {
-        w_shape[0] = p->cout;
-        w_shape[1] = p->cin / p->groups;
-    } else {
-        w_shape[0] = p->cin;
-        w_shape[1] = p->cout / p->groups;
-    }
-    xconv_params params = xconv_params_init(p->op, p->rank, o->layout);
-    for (int i = 0; i < p->rank; i++) {
-        params.stride[i] = p->stride[i];
-        params.dilation[i] = p->dil[i];
-        params.pad_lo[i] = p->pad_lo[i];
-        params.pad_hi[i] = p->pad_hi[i];
-        params.output_padding[i] = p->out_pad[i];
-    }
-    params.groups = p->groups;
+    xconv_params params;
+    bench_layout_problem(p, o->layout, x_shape, w_shape, &params);
     if (xconv_output_shape(&params, x_shape, w_shape, y_shape, &s->err) != XCONV_STATUS_OK)
         return -1;
 
