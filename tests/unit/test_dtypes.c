@@ -635,6 +635,18 @@ static void test_dense_f16(void)
         bad += memcmp(out + 4 * i, &want, 4) != 0;
     }
     XT_CHECK(bad == 0, "load_row f16 -> f32: %d of 65536 encodings differ from xconv_f16_to_f32", bad);
+    /* one at a time: rows shorter than a vector take the element-wise loop */
+    bad = 0;
+    for (uint32_t i = 0; i < 65536; i++) {
+        const uint16_t hi = (uint16_t)i;
+        float got, back = xconv_f16_to_f32(hi);
+        xconv__load_row(XCONV_CT_F32, XCONV_DTYPE_F16, &hi, 1, &got, 1);
+        uint16_t enc;
+        const float near = f32_of_bits(bits_of_f32(back) + 0x1000u); /* the tie above */
+        xconv__store_row(XCONV_CT_F32, XCONV_DTYPE_F16, &near, &enc, 1, 1);
+        bad += memcmp(&got, &back, 4) != 0 || enc != xconv_f32_to_f16(near);
+    }
+    XT_CHECK(bad == 0, "f16 rows of one element: %d of 65536 differ from the scalar converters", bad);
     uint8_t b8[256];
     for (int i = 0; i < 256; i++) b8[i] = (uint8_t)i;
     for (int fmt = 0; fmt < 2; fmt++) {
