@@ -55,25 +55,37 @@ namespace {
 
 enum class kind { bf16 = 0, f16 = 1, s8 = 2, u8 = 3 };
 
-constexpr int BM = 128, BKB = 128 /* bytes of K per stage */, THREADS = 256;
+constexpr int BKB = 128 /* bytes of K per stage */, THREADS = 256;
 
-/* Stages and blocks per SM per tile width: a stage is (128 + BN) * 128 bytes. */
-template <int BN> struct cfg;
-template <> struct cfg<256> { static constexpr int stages = 4, minb = 1; }; /* 192 KiB */
-template <> struct cfg<128> { static constexpr int stages = 6, minb = 1; }; /* 192 KiB */
-template <> struct cfg<64> { static constexpr int stages = 4, minb = 2; };  /* 96 KiB */
+/* Tile configurations: MT m64 row tiles per warpgroup (BM = 128 MT rows), BN columns; the
+ * stages fill about 192 KiB (a stage is (BM + BN) * 128 bytes); 64-wide tiles run two
+ * blocks per SM. */
+template <int MT, int BN> struct cfg;
+template <> struct cfg<1, 64> { static constexpr int stages = 4, minb = 2; };  /* 96 KiB */
+template <> struct cfg<2, 64> { static constexpr int stages = 5, minb = 1; };  /* 200 KiB */
+template <> struct cfg<1, 128> { static constexpr int stages = 6, minb = 1; }; /* 192 KiB */
+template <> struct cfg<2, 128> { static constexpr int stages = 4, minb = 1; }; /* 192 KiB */
+template <> struct cfg<1, 160> { static constexpr int stages = 5, minb = 1; }; /* 180 KiB */
+template <> struct cfg<1, 192> { static constexpr int stages = 5, minb = 1; }; /* 200 KiB */
+template <> struct cfg<1, 256> { static constexpr int stages = 4, minb = 1; }; /* 192 KiB */
 
-template <int BN> constexpr int pipe_bytes() { return cfg<BN>::stages * (BM + BN) * BKB; }
-/* the y tile (4-byte elements at most, rows padded by 16 bytes), row offsets, bias */
-template <int BN> constexpr int epi_bytes() { return BM * (BN * 4 + 16) + BM * 8 + BN * 4; }
-template <int BN> constexpr int region_bytes()
+template <int MT, int BN> constexpr int pipe_bytes()
 {
-    return pipe_bytes<BN>() > epi_bytes<BN>() ? pipe_bytes<BN>() : epi_bytes<BN>();
+    return cfg<MT, BN>::stages * (128 * MT + BN) * BKB;
 }
-template <int BN> constexpr int smem_bytes()
+/* the y tile (4-byte elements at most, rows padded by 16 bytes), row offsets, bias */
+template <int MT, int BN> constexpr int epi_bytes()
 {
-    return region_bytes<BN>() +
-           1024 /* TMA_B's and CL's mbarriers */ + 1024 /* alignment of the dynamic shared memory */;
+    return 128 * MT * (BN * 4 + 16) + 128 * MT * 8 + BN * 4;
+}
+template <int MT, int BN> constexpr int region_bytes()
+{
+    return pipe_bytes<MT, BN>() > epi_bytes<MT, BN>() ? pipe_bytes<MT, BN>() : epi_bytes<MT, BN>();
+}
+template <int MT, int BN> constexpr int smem_bytes()
+{
+    return region_bytes<MT, BN>() + 1024 /* TMA_B's mbarriers */ +
+           1024 /* alignment of the dynamic shared memory */;
 }
 
 #if XCONV_WGMMA_ARCH /* (the other passes would warn that these go unused) */
@@ -141,17 +153,18 @@ __device__ __forceinline__ void tile_store(const acc_t (&acc)[BN / 2], const bia
     }
 }
 
-/* The epilogue of both kernels, run by 256 threads (t: 0..255, warpgroup t / 128 owns tile
- * rows 64 (t / 128) ..): bias and one rounding to y's dtype into a [BM][BN] tile in shared
+/* The epilogue, run by 256 threads (t: 0..255, warpgroup t / 128 owns tile rows
+ * 64 MT (t / 128) ..): bias and one rounding to y's dtype into a [BM][BN] tile in shared
  * memory, then the tile to y. sync() is a barrier over those 256 threads; the caller made
  * sure that nothing reads or writes the pipeline's shared memory any more. */
-template <kind K, int BN, class acc_t, class Sync>
-__device__ __forceinline__ void wg_epilogue(const acc_t (&acc)[BN / 2], unsigned char *smem,
+template <kind K, int MT, int BN, class acc_t, class Sync>
+__device__ __forceinline__ void wg_epilogue(const acc_t (&acc)[MT][BN / 2], unsigned char *smem,
                                             const xconv_canon &p, const char *bias, char *y,
                                             int y_es, bool y_vec, int tid, int64_t m0, int64_t o0,
                                             int64_t g, int64_t M, Sync sync)
 {
     constexpr bool is_float = K == kind::bf16 || K == kind::f16;
+    constexpr int BM = 128 * MT;
     const int lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
     const int64_t Y0 = p.y_size[0], Y1 = p.y_size[1], Y2 = p.y_size[2];
     /* Epilogue 1: bias and one rounding to y's dtype into a [BM][BN] tile of y elements. */
@@ -164,20 +177,24 @@ __device__ __forceinline__ void wg_epilogue(const acc_t (&acc)[BN / 2], unsigned
                                     p.b_off + (g * p.cout_g + (o < p.cout_g ? o : 0)) * p.b_s);
     }
     sync();
-    unsigned char *tile = smem + (wg * 64 + (warp & 3) * 16 + (lane >> 2)) * pitch;
     const int col0 = (lane & 3) * 2;
     const bool hb = bias != nullptr;
-    if constexpr (is_float) {
-        switch (p.y_dtype) {
-        case XCONV_DTYPE_BF16: tile_store<XCONV_DTYPE_BF16, BN>(acc, bv, hb, tile, pitch, col0); break;
-        case XCONV_DTYPE_F16: tile_store<XCONV_DTYPE_F16, BN>(acc, bv, hb, tile, pitch, col0); break;
-        default: tile_store<XCONV_DTYPE_F32, BN>(acc, bv, hb, tile, pitch, col0); break;
-        }
-    } else {
-        switch (y_es) { /* integers: the low bits of the u32 sum in y's width */
-        case 1: tile_store<XCONV_DTYPE_U8, BN>(acc, bv, hb, tile, pitch, col0); break;
-        case 2: tile_store<XCONV_DTYPE_U16, BN>(acc, bv, hb, tile, pitch, col0); break;
-        default: tile_store<XCONV_DTYPE_U32, BN>(acc, bv, hb, tile, pitch, col0); break;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        unsigned char *tile =
+            smem + (wg * 64 * MT + mt * 64 + (warp & 3) * 16 + (lane >> 2)) * pitch;
+        if constexpr (is_float) {
+            switch (p.y_dtype) {
+            case XCONV_DTYPE_BF16: tile_store<XCONV_DTYPE_BF16, BN>(acc[mt], bv, hb, tile, pitch, col0); break;
+            case XCONV_DTYPE_F16: tile_store<XCONV_DTYPE_F16, BN>(acc[mt], bv, hb, tile, pitch, col0); break;
+            default: tile_store<XCONV_DTYPE_F32, BN>(acc[mt], bv, hb, tile, pitch, col0); break;
+            }
+        } else {
+            switch (y_es) { /* integers: the low bits of the u32 sum in y's width */
+            case 1: tile_store<XCONV_DTYPE_U8, BN>(acc[mt], bv, hb, tile, pitch, col0); break;
+            case 2: tile_store<XCONV_DTYPE_U16, BN>(acc[mt], bv, hb, tile, pitch, col0); break;
+            default: tile_store<XCONV_DTYPE_U32, BN>(acc[mt], bv, hb, tile, pitch, col0); break;
+            }
         }
     }
     sync();
@@ -247,45 +264,13 @@ __device__ __forceinline__ void tma_load_b(uint32_t dst, const CUtensorMap *map,
                  "l"((uint64_t)map), "r"(c), "r"(k2), "r"(k1), "r"(k0), "r"(o), "r"(bar)
                  : "memory");
 }
-/* The same into the same offsets of both CTAs of a cluster pair (half of the tile each). */
-__device__ __forceinline__ void tma_load_b_pair(uint32_t dst, const CUtensorMap *map, uint32_t bar,
-                                                int c, int k2, int k1, int k0, int o)
-{
-    const uint16_t mask = 3;
-    asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 ".multicast::cluster [%0], [%1, {%2, %3, %4, %5, %6}], [%7], %8;" ::"r"(dst),
-                 "l"((uint64_t)map), "r"(c), "r"(k2), "r"(k1), "r"(k0), "r"(o), "r"(bar), "h"(mask)
-                 : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, int bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
-                 : "memory");
-}
-/* one arrival on bar here and on the same barrier of the other CTA of the pair */
-__device__ __forceinline__ void mbar_arrive_pair(uint32_t bar, uint32_t peer)
-{
-    uint32_t remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bar), "r"(peer));
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote)
-                 : "memory");
-}
-__device__ __forceinline__ void cluster_sync()
-{
-    asm volatile("barrier.cluster.arrive.release.aligned;\n"
-                 "barrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
 #endif
 
 /* TMA_B: the B tiles come by TMA (one tensor map of w: channels, the three taps, output
  * channels of all groups; 128-byte swizzle, zero fill past cin/groups and cout) on one
- * mbarrier per stage, leaving the threads only A's cp.async; else by cp.async like A.
- * CL 2 (TMA_B only): the grid runs in clusters of two CTAs along M, which share B: each loads
- * half of the tile into both (TMA multicast), halving B's traffic from L2; an "empty" mbarrier
- * per stage (one arrival from each CTA) says when both are done with a stage. */
-template <kind K, int BN, bool TMA_B, int CL>
-__global__ void __launch_bounds__(THREADS, cfg<BN>::minb)
+ * mbarrier per stage, leaving the threads only A's cp.async; else by cp.async like A. */
+template <kind K, int MT, int BN, bool TMA_B>
+__global__ void __launch_bounds__(THREADS, cfg<MT, BN>::minb)
 wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__restrict__ w,
              const char *__restrict__ bias, char *__restrict__ y, int y_es, bool y_vec,
              const __grid_constant__ CUtensorMap tmb)
@@ -295,18 +280,16 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
     using acc_t = typename std::conditional<is_float, float, int32_t>::type;
     constexpr int ES = is_float ? 2 : 1;
     constexpr int EPC = 16 / ES;                 /* elements per 16-byte chunk */
-    constexpr int STAGES = cfg<BN>::stages;
+    constexpr int BM = 128 * MT, AROWS = BM / 32; /* A rows per thread */
+    constexpr int STAGES = cfg<MT, BN>::stages;
     constexpr int PF = STAGES - 2;               /* stages loaded ahead */
     constexpr int A_BYTES = BM * BKB, STAGE_BYTES = (BM + BN) * BKB;
     constexpr int BROWS = BN / 32;               /* B rows per thread */
     extern __shared__ unsigned char smem_raw[];
     unsigned char *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
     const uint32_t sbase = smem_addr(smem);
-    /* TMA_B: "full" mbarriers per stage after the pipeline / epilogue space, then (CL 2)
-     * "empty" ones */
-    const uint32_t bars = sbase + region_bytes<BN>(), empties = bars + 8 * STAGES;
-    uint32_t rank = 0;
-    if constexpr (CL > 1) asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+    /* TMA_B: one mbarrier per stage after the pipeline / epilogue space */
+    const uint32_t bars = sbase + region_bytes<MT, BN>();
 
     const int tid = threadIdx.x, wg = tid >> 7;
     const int64_t g = blockIdx.z;
@@ -318,13 +301,13 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
     const int cchunks = (int)((p.cin_g * ES + BKB - 1) / BKB);
     const int KT = kvol * cchunks;
 
-    /* This thread's 16-byte chunk and rows: A rows row0 + 32 i (i < 4), B rows row0 + 32 i. */
+    /* This thread's 16-byte chunk and rows: A rows row0 + 32 i (i < AROWS), B rows row0 + 32 i. */
     const int chunk = tid & 7, row0 = tid >> 3;
-    int64_t a_base[4];
-    int a_q[4][3];
-    bool a_ok[4];
+    int64_t a_base[AROWS];
+    int a_q[AROWS][3];
+    bool a_ok[AROWS];
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < AROWS; i++) {
         const int64_t m = m0 + row0 + 32 * i;
         a_ok[i] = m < M;
         int64_t r = a_ok[i] ? m : 0;
@@ -344,40 +327,48 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
     const int K1 = (int)p.k_size[1], K2 = (int)p.k_size[2];
     const int D0 = (int)p.dil[0], D1 = (int)p.dil[1], D2 = (int)p.dil[2];
 
-    auto load_stage = [&](int slot, int kt) {
-        const int tap = kt / cchunks;
-        const int c = (kt - tap * cchunks) * (BKB / ES) + chunk * EPC; /* first channel */
-        const int k2 = tap % K2;
-        const int k1 = (tap / K2) % K1;
-        const int k0 = tap / (K2 * K1);
+    /* Stages are loaded in order: (tap, channel block) advance by one per call. A row's
+     * source pointer and bounds change with the tap only, so they are kept per row and
+     * recomputed at each tap's first block. */
+    const char *a_src[AROWS];
+    bool a_in[AROWS];
+    int ld_cb = 0, k0 = 0, k1 = 0, k2 = 0;
+    auto load_stage = [&](int slot) {
+        if (ld_cb == 0) {
+            const int64_t x_tap = (int64_t)k0 * D0 * p.x_ss[0] + (int64_t)k1 * D1 * p.x_ss[1] +
+                                  (int64_t)k2 * D2 * p.x_ss[2] + chunk * EPC;
+#pragma unroll
+            for (int i = 0; i < AROWS; i++) {
+                const int q0 = a_q[i][0] + k0 * D0, q1 = a_q[i][1] + k1 * D1,
+                          q2 = a_q[i][2] + k2 * D2;
+                a_in[i] = a_ok[i] && (unsigned)q0 < (unsigned)X0 && (unsigned)q1 < (unsigned)X1 &&
+                          (unsigned)q2 < (unsigned)X2;
+                a_src[i] = x + (a_base[i] + x_tap) * ES;
+            }
+        }
+        const int c = ld_cb * (BKB / ES) + chunk * EPC; /* first channel */
         const bool c_ok = c < p.cin_g;
         const uint32_t sa = sbase + slot * STAGE_BYTES, sb = sa + A_BYTES;
-        const int64_t x_tap = (int64_t)k0 * D0 * p.x_ss[0] + (int64_t)k1 * D1 * p.x_ss[1] +
-                              (int64_t)k2 * D2 * p.x_ss[2] + c;
+        const int cb = ld_cb, t0 = k0, t1 = k1, t2 = k2; /* this stage's block and tap */
+        if (++ld_cb == cchunks) {
+            ld_cb = 0;
+            if (++k2 == K2) {
+                k2 = 0;
+                if (++k1 == K1) k1 = 0, k0++;
+            }
+        }
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const int q0 = a_q[i][0] + k0 * D0, q1 = a_q[i][1] + k1 * D1, q2 = a_q[i][2] + k2 * D2;
-            const bool ok = a_ok[i] && c_ok && (unsigned)q0 < (unsigned)X0 &&
-                            (unsigned)q1 < (unsigned)X1 && (unsigned)q2 < (unsigned)X2;
-            cp_async16(sa + swz(row0 + 32 * i, chunk), ok ? x + (a_base[i] + x_tap) * ES : x, ok);
+        for (int i = 0; i < AROWS; i++) {
+            const bool ok = a_in[i] && c_ok;
+            cp_async16(sa + swz(row0 + 32 * i, chunk), ok ? a_src[i] + cb * BKB : x, ok);
         }
         if constexpr (TMA_B) {
-            if (tid == 0) {
-                if constexpr (CL == 1) {
-                    tma_load_b(sb, &tmb, bars + 8 * slot, BN * BKB, c - chunk * EPC, k2, k1, k0,
-                               (int)(g * p.cout_g + o0));
-                } else {
-                    /* both CTAs must be done with the stage's previous use */
-                    if (kt >= STAGES) mbar_wait(empties + 8 * slot, ((kt / STAGES) - 1) & 1);
-                    mbar_expect_tx(bars + 8 * slot, BN * BKB); /* both halves land here */
-                    tma_load_b_pair(sb + rank * (BN / 2) * BKB, &tmb, bars + 8 * slot,
-                                    c - chunk * EPC, k2, k1, k0,
-                                    (int)(g * p.cout_g + o0 + rank * (BN / 2)));
-                }
-            }
+            if (tid == 0)
+                tma_load_b(sb, &tmb, bars + 8 * slot, BN * BKB, cb * (BKB / ES), t2, t1, t0,
+                           (int)(g * p.cout_g + o0));
             return;
         }
-        const int64_t w_tap = k0 * p.w_sk[0] + k1 * p.w_sk[1] + k2 * p.w_sk[2] + c;
+        const int64_t w_tap = t0 * p.w_sk[0] + t1 * p.w_sk[1] + t2 * p.w_sk[2] + c;
 #pragma unroll
         for (int i = 0; i < BROWS; i++) {
             const bool ok = c_ok && 32 * i < b_rows;
@@ -386,9 +377,11 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
         }
     };
 
-    acc_t acc[BN / 2];
+    acc_t acc[MT][BN / 2];
 #pragma unroll
-    for (int i = 0; i < BN / 2; i++) acc[i] = 0;
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++) acc[mt][i] = 0;
 
     /* Descriptor of a K-major tile in the 128-byte swizzle: start >> 4, leading byte offset
      * 16 (unused), stride byte offset 1024 (8 rows), layout 1 (128B swizzle) in bits 62-63.
@@ -399,18 +392,14 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
     };
 
     if (TMA_B && tid == 0) {
-        for (int s = 0; s < STAGES; s++) {
-            mbar_init(bars + 8 * s, 1);
-            if (CL > 1) mbar_init(empties + 8 * s, 2);
-        }
+        for (int s = 0; s < STAGES; s++) mbar_init(bars + 8 * s, 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     }
-    if constexpr (CL > 1) cluster_sync(); /* the pair's barriers exist before any multicast */
-    else if (TMA_B) __syncthreads();
+    if (TMA_B) __syncthreads();
 #pragma unroll
     for (int s = 0; s < PF; s++) {
-        if (s < KT) load_stage(s, s);
+        if (s < KT) load_stage(s);
         cp_async_commit();
     }
     for (int kt = 0; kt < KT; kt++) {
@@ -419,39 +408,36 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         __syncthreads();
         const int slot = kt % STAGES;
-        /* this CTA is done with stage kt - 2 (the barrier above): tell both CTAs, whose next
-         * loads into that slot (stage kt + PF) wait for it */
-        if constexpr (CL > 1)
-            if (tid == 0 && kt >= 2 && kt + PF < KT)
-                mbar_arrive_pair(empties + 8 * ((kt - 2) % STAGES), rank ^ 1);
         if constexpr (TMA_B) mbar_wait(bars + 8 * slot, (kt / STAGES) & 1);
-        const uint64_t da = desc(sbase + slot * STAGE_BYTES + wg * 64 * BKB);
+        const uint64_t da = desc(sbase + slot * STAGE_BYTES + wg * MT * 64 * BKB);
         const uint64_t db = desc(sbase + slot * STAGE_BYTES + A_BYTES);
         asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
         for (int ks = 0; ks < BKB / 32; ks++)
-            xconv_wgmma::mma_op<(int)K, BN>::run(acc, da + 2 * ks, db + 2 * ks);
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) /* 64 rows = 8 KiB of A further */
+                xconv_wgmma::mma_op<(int)K, BN>::run(acc[mt], da + mt * 512 + 2 * ks,
+                                                     db + 2 * ks);
         asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
         /* refill the stage that wgmma kt - 2 read: both warpgroups waited for it (below, in
          * iteration kt - 1) before the barrier above */
         const int nk = kt + PF;
-        if (nk < KT) load_stage(nk % STAGES, nk);
+        if (nk < KT) load_stage(nk % STAGES);
         cp_async_commit();
         asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 #pragma unroll
-    for (int i = 0; i < BN / 2; i++) {
-        if constexpr (is_float) asm volatile("" : "+f"(acc[i])::"memory");
-        else asm volatile("" : "+r"(acc[i])::"memory");
-    }
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++) {
+            if constexpr (is_float) asm volatile("" : "+f"(acc[mt][i])::"memory");
+            else asm volatile("" : "+r"(acc[mt][i])::"memory");
+        }
     cp_async_wait<0>();
-    /* the pipeline's shared memory becomes the output tile (CL 2: no multicast into it or
-     * arrival on its barriers is still under way) */
-    if constexpr (CL > 1) cluster_sync();
-    else __syncthreads();
+    __syncthreads(); /* the pipeline's shared memory becomes the output tile */
 
-    wg_epilogue<K, BN>(acc, smem, p, bias, y, y_es, y_vec, tid, m0, o0, g, M,
+    wg_epilogue<K, MT, BN>(acc, smem, p, bias, y, y_es, y_vec, tid, m0, o0, g, M,
                        [] { __syncthreads(); });
 #else
     (void)p, (void)x, (void)w, (void)bias, (void)y, (void)y_es, (void)y_vec;
@@ -461,20 +447,32 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
 
 bool aligned16(int64_t elems, int es) { return (elems * es) % 16 == 0; }
 
-/* The tile width: the fewest estimated tile-times, waves of blocks over the SMs times the
- * width, over a relative efficiency per width (narrow tiles re-read A more often). */
-int pick_bn(const xconv_canon *p)
+/* The tile configurations (MT, BN) and their blocks per SM. */
+struct tile_cfg {
+    int mt, bn, per_sm;
+    double rate; /* relative bytes per cycle, fitted to sdvae_512 and rn50_3x3_64 (H200) */
+};
+const tile_cfg CFGS[] = {{1, 256, 1, 5.25}, {2, 128, 1, 4.18}, {1, 192, 1, 4.86},
+                         {1, 160, 1, 4.75}, {1, 128, 1, 4.59}, {2, 64, 1, 4.4},
+                         {1, 64, 2, 5.65}};
+
+/* The configuration with the fewest estimated time units: waves of blocks over the SMs
+ * times the bytes a block moves per stage ((BM + BN) * 128: the kernels measured bound by
+ * that traffic, at 18-24 bytes per cycle per SM depending on the tile: `rate`), blocks
+ * sharing an SM taking proportionally longer; ties go to the earlier configuration. */
+int pick_cfg(const xconv_canon *p)
 {
     const int64_t sms = xconv__cuda_device_sms(p->device_index);
-    const int64_t mt = (p->n * xconv__prod3(p->y_size) + BM - 1) / BM;
-    static const int widths[3] = {256, 128, 64};
-    static const double eff[3] = {1.0, 0.8, 0.55};
-    int best = 256;
+    const int64_t M = p->n * xconv__prod3(p->y_size);
+    int best = 0;
     double best_t = 0;
-    for (int i = 0; i < 3; i++) {
-        const int64_t blocks = mt * ((p->cout_g + widths[i] - 1) / widths[i]) * p->groups;
-        const double t = (double)((blocks + sms - 1) / sms) * widths[i] / eff[i];
-        if (i == 0 || t < best_t) best = widths[i], best_t = t;
+    for (int i = 0; i < (int)(sizeof CFGS / sizeof CFGS[0]); i++) {
+        const int bm = 128 * CFGS[i].mt, bn = CFGS[i].bn;
+        const int64_t blocks = (M + bm - 1) / bm * ((p->cout_g + bn - 1) / bn) * p->groups;
+        const int64_t slots = sms * CFGS[i].per_sm;
+        const double t =
+            (double)((blocks + slots - 1) / slots) * CFGS[i].per_sm * (bm + bn) / CFGS[i].rate;
+        if (i == 0 || t < best_t) best = i, best_t = t;
     }
     return best;
 }
@@ -504,13 +502,17 @@ encode_tiled_fn encoder()
 }
 
 template <int BN>
-bool make_b_map_bn(const xconv_canon *p, const xconv_exec *e, CUtensorMap *map, int cl)
+bool make_b_map_bn(const xconv_canon *p, const xconv_exec *e, CUtensorMap *map)
 {
     const int es = (int)xconv_dtype_size(p->x_dtype);
     encode_tiled_fn enc = encoder();
     if (!enc || p->w_so <= 0 || (p->groups > 1 && p->w_sg != p->cout_g * p->w_so)) return false;
+    /* (the encoder's rules: dims in [1, 2^32], strides multiples of 16 below 2^40; a
+     * deconv phase without taps has a 0 dim and needs no B) */
     cuuint64_t dims[5] = {(cuuint64_t)p->cin_g, (cuuint64_t)p->k_size[2], (cuuint64_t)p->k_size[1],
                           (cuuint64_t)p->k_size[0], (cuuint64_t)(p->groups * p->cout_g)};
+    for (cuuint64_t d : dims)
+        if (d == 0 || d > (1ull << 32)) return false;
     cuuint64_t strides[4];
     for (int d = 0; d < 3; d++) {
         const int64_t st = p->w_sk[2 - d];
@@ -518,7 +520,9 @@ bool make_b_map_bn(const xconv_canon *p, const xconv_exec *e, CUtensorMap *map, 
         strides[d] = (cuuint64_t)((dims[1 + d] > 1 ? st : p->w_so) * es); /* size 1: any */
     }
     strides[3] = (cuuint64_t)(p->w_so * es);
-    const cuuint32_t box[5] = {(cuuint32_t)(BKB / es), 1, 1, 1, (cuuint32_t)(BN / cl)};
+    for (cuuint64_t st : strides)
+        if (st % 16 || st >= (1ull << 40)) return false;
+    const cuuint32_t box[5] = {(cuuint32_t)(BKB / es), 1, 1, 1, (cuuint32_t)BN};
     const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
     void *base = (void *)((const char *)e->w + p->w_off * es);
     return enc(map, es == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 5,
@@ -527,54 +531,40 @@ bool make_b_map_bn(const xconv_canon *p, const xconv_exec *e, CUtensorMap *map, 
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <kind K, int BN>
-void launch_bn(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream, int yes, bool vec)
+template <kind K, int MT, int BN>
+void launch_cfg(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream, int yes, bool vec)
 {
     const int64_t M = p->n * xconv__prod3(p->y_size);
-    const dim3 grid((unsigned)((M + BM - 1) / BM), (unsigned)((p->cout_g + BN - 1) / BN),
-                    (unsigned)p->groups);
+    const dim3 grid((unsigned)((M + 128 * MT - 1) / (128 * MT)),
+                    (unsigned)((p->cout_g + BN - 1) / BN), (unsigned)p->groups);
     CUtensorMap map;
     memset(&map, 0, sizeof map);
-    /* tuning knobs: XCONV_WGMMA_TMA=0 loads B by cp.async, XCONV_WGMMA_CL=2 runs CTA pairs
-     * (measured slower: 378 against 448 TFLOP/s on sdvae_512) */
-    const char *tv = getenv("XCONV_WGMMA_TMA"), *cv = getenv("XCONV_WGMMA_CL");
-    const int cl = grid.x >= 2 && cv && cv[0] == '2' ? 2 : 1;
-    const bool tma = !(tv && tv[0] == '0') && make_b_map_bn<BN>(p, e, &map, cl);
-    constexpr int smem = smem_bytes<BN>();
-    const char *xp = (const char *)e->x, *wp = (const char *)e->w, *bp = (const char *)e->bias;
-    char *yp = (char *)e->y;
-    if (tma && cl == 2) {
-        auto kern = wgmma_kernel<K, BN, true, 2>;
-        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-        cudaLaunchConfig_t lc = {};
-        lc.gridDim = dim3((grid.x + 1) / 2 * 2, grid.y, grid.z); /* pairs; a spare CTA has no rows */
-        lc.blockDim = dim3(THREADS);
-        lc.dynamicSmemBytes = smem;
-        lc.stream = stream;
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = 2, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-        lc.attrs = at, lc.numAttrs = 1;
-        cudaLaunchKernelEx(&lc, kern, *p, xp, wp, bp, yp, yes, vec, map);
-        return;
-    }
-    auto kern = tma ? wgmma_kernel<K, BN, true, 1> : wgmma_kernel<K, BN, false, 1>;
+    /* tuning knob: XCONV_WGMMA_TMA=0 loads B by cp.async */
+    const char *tv = getenv("XCONV_WGMMA_TMA");
+    const bool tma = !(tv && tv[0] == '0') && make_b_map_bn<BN>(p, e, &map);
+    constexpr int smem = smem_bytes<MT, BN>();
+    auto kern = tma ? wgmma_kernel<K, MT, BN, true> : wgmma_kernel<K, MT, BN, false>;
     cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    kern<<<grid, THREADS, smem, stream>>>(*p, xp, wp, bp, yp, yes, vec, map);
+    kern<<<grid, THREADS, smem, stream>>>(*p, (const char *)e->x, (const char *)e->w,
+                                          (const char *)e->bias, (char *)e->y, yes, vec, map);
 }
 
 template <kind K>
-void launch(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream, int bn)
+void launch(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream, int c)
 {
     const int yes = (int)xconv_dtype_size(p->y_dtype);
     /* Whole 16-byte pieces of y rows: channels contiguous and every row start aligned. */
     bool vec = p->y_sc == 1 && (uintptr_t)e->y % 16 == 0;
     const int64_t ys[] = {p->y_off, p->y_sn, p->y_ss[0], p->y_ss[1], p->y_ss[2], p->cout_g};
     for (int64_t v : ys) vec = vec && aligned16(v, yes);
-    switch (bn) {
-    case 64: launch_bn<K, 64>(p, e, stream, yes, vec); break;
-    case 128: launch_bn<K, 128>(p, e, stream, yes, vec); break;
-    default: launch_bn<K, 256>(p, e, stream, yes, vec); break;
+    switch (c) {
+    case 0: launch_cfg<K, 1, 256>(p, e, stream, yes, vec); break;
+    case 1: launch_cfg<K, 2, 128>(p, e, stream, yes, vec); break;
+    case 2: launch_cfg<K, 1, 192>(p, e, stream, yes, vec); break;
+    case 3: launch_cfg<K, 1, 160>(p, e, stream, yes, vec); break;
+    case 4: launch_cfg<K, 1, 128>(p, e, stream, yes, vec); break;
+    case 5: launch_cfg<K, 2, 64>(p, e, stream, yes, vec); break;
+    default: launch_cfg<K, 1, 64>(p, e, stream, yes, vec); break;
     }
 }
 
@@ -621,7 +611,7 @@ bool xconv__cuda_wgmma_fits(const xconv_canon *p, const char **why_not)
         d != XCONV_DTYPE_U8)
         return *why_not = "cuda.igemm_wgmma takes bf16, f16, i8 and u8 inputs", false;
     if (!xconv__cuda_igemm_fast_why(p, why_not)) return false;
-    if ((p->cout_g + 63) / 64 > 65535)
+    if ((p->cout_g + 63) / 64 > 65535 || (p->n * xconv__prod3(p->y_size) + 127) / 128 > INT32_MAX)
         return *why_not = "cuda.igemm_wgmma: too many output channels for the grid", false;
     if (xconv__cuda_device_cc(p->device_index) != 90)
         return *why_not = "cuda.igemm_wgmma needs a gpu of compute capability 9.0 (sm_90a)",
@@ -638,15 +628,15 @@ void xconv__cuda_tc_launch(const xconv_canon *p, const xconv_exec *e, cudaStream
         xconv__cuda_igemm_launch(p, e, stream);
         return;
     }
-    int bn = pick_bn(p);
-    /* tuning knob: XCONV_WGMMA_BN=64|128|256 forces the tile width */
-    if (const char *f = getenv("XCONV_WGMMA_BN"))
-        if (atoi(f) == 64 || atoi(f) == 128 || atoi(f) == 256) bn = atoi(f);
+    int c = pick_cfg(p);
+    /* tuning knob: XCONV_WGMMA_CFG=0..6 forces a configuration (an index of CFGS) */
+    if (const char *f = getenv("XCONV_WGMMA_CFG"))
+        if (f[0] >= '0' && f[0] <= '6' && f[1] == 0) c = f[0] - '0';
     switch (p->x_dtype) {
-    case XCONV_DTYPE_BF16: launch<kind::bf16>(p, e, stream, bn); break;
-    case XCONV_DTYPE_F16: launch<kind::f16>(p, e, stream, bn); break;
-    case XCONV_DTYPE_I8: launch<kind::s8>(p, e, stream, bn); break;
-    case XCONV_DTYPE_U8: launch<kind::u8>(p, e, stream, bn); break;
+    case XCONV_DTYPE_BF16: launch<kind::bf16>(p, e, stream, c); break;
+    case XCONV_DTYPE_F16: launch<kind::f16>(p, e, stream, c); break;
+    case XCONV_DTYPE_I8: launch<kind::s8>(p, e, stream, c); break;
+    case XCONV_DTYPE_U8: launch<kind::u8>(p, e, stream, c); break;
     default: break;
     }
 }
