@@ -13,16 +13,25 @@
  * cin/groups), so every 16-byte piece of an A row is 8 (16) channels of one pixel and one tap:
  * cp.async moves it straight into shared memory (implicit im2col, no column buffer).
  *
- * Block tile 128 x BN (BN 64, 128 or 256, picked per problem against the number of SMs) x
- * 128 bytes of K; 256 threads = 2 warpgroups, each computing 64 x BN with one
- * wgmma m64nBNk16 (k32 for bytes) per 32 bytes of K, A and B both read from shared memory
- * through descriptors. Tiles are stored in the 128-byte-swizzle layout wgmma reads: row r at
- * r * 128 bytes, its 16-byte chunk c at chunk position c ^ (r & 7), each tile 1024-byte
- * aligned. Pipeline: STAGES shared-memory stages, STAGES - 2 loaded ahead by cp.async groups
- * of every thread, one wgmma group left in flight while the next stage's loads are issued;
- * a stage is refilled only after a block barrier that follows both warpgroups' wait for the
- * wgmma that read it. Shared memory written by cp.async is made visible to the tensor cores'
- * (async proxy) reads by fence.proxy.async before that barrier.
+ * Block tile BM x BN x 128 bytes of K, BM = 128 MT: (MT, BN) one of 128 x {64, 128, 160,
+ * 192, 256} and 256 x {64, 128}, picked per problem by pick_cfg (waves over the SMs times
+ * the bytes a block moves per stage). 256 threads = 2 warpgroups, each computing MT m64
+ * tiles x BN with one wgmma m64nBNk16 (k32 for bytes) per m64 tile and 32 bytes of K, A and
+ * B both read from shared memory through descriptors. Tiles are stored in the
+ * 128-byte-swizzle layout wgmma reads: row r at r * 128 bytes, its 16-byte chunk c at chunk
+ * position c ^ (r & 7), each tile 1024-byte aligned.
+ *
+ * Loads: A by cp.async of every thread (each keeps its rows' source pointers and bounds for
+ * the current tap, so a stage costs one add and one cp.async per row: the per-stage address
+ * arithmetic bounded the kernel before, 448 -> 689 TFLOP/s on sdvae_512); B by TMA (one 5-d
+ * tensor map of w: channels, three taps, output channels of all groups, 128-byte swizzle,
+ * zero fill past cin/groups and cout), issued by one thread and completing on an mbarrier per
+ * stage (cp.async for B where no tensor map can be made: strided groups, negative strides).
+ * Pipeline: STAGES shared-memory stages (about 192 KiB), STAGES - 2 loaded ahead, one wgmma
+ * group left in flight while the next stage's loads are issued; a stage is refilled only
+ * after a block barrier that follows both warpgroups' wait for the wgmma that read it. Shared
+ * memory written by cp.async is made visible to the tensor cores' (async proxy) reads by
+ * fence.proxy.async before that barrier.
  *
  * Epilogue: cuda.igemm_tc's semantics: f32 (s32 as u32) sums plus the bias, one rounding to
  * y's dtype (the library's rules: bf16 and fp8 through common.cuh; f16 by cvt.rn.f16.f32,
@@ -32,7 +41,12 @@
  * cuda.igemm_tc's and cpu.ref's.
  *
  * The kernels are compiled for sm_90a only (the compute_80 PTX pass sees empty bodies); the
- * engine supports a problem only on a device of compute capability 9.0.
+ * engine supports a problem only on a device of compute capability 9.0. cuda.deconv_tc and
+ * cuda.patch_tc launch the same kernel on their rewritten problems (xconv__cuda_tc_launch).
+ *
+ * Tuning knobs (environment, read at each launch; for measurements, not needed otherwise):
+ * XCONV_WGMMA_CFG=0..6 forces a configuration (an index of CFGS), XCONV_WGMMA_TMA=0 loads B
+ * by cp.async.
  */
 #include "cuda/common.cuh"
 
@@ -450,16 +464,18 @@ bool aligned16(int64_t elems, int es) { return (elems * es) % 16 == 0; }
 /* The tile configurations (MT, BN) and their blocks per SM. */
 struct tile_cfg {
     int mt, bn, per_sm;
-    double rate; /* relative bytes per cycle, fitted to sdvae_512 and rn50_3x3_64 (H200) */
+    double rate; /* relative bytes per cycle */
 };
 const tile_cfg CFGS[] = {{1, 256, 1, 5.25}, {2, 128, 1, 4.18}, {1, 192, 1, 4.86},
                          {1, 160, 1, 4.75}, {1, 128, 1, 4.59}, {2, 64, 1, 4.4},
                          {1, 64, 2, 5.65}};
 
 /* The configuration with the fewest estimated time units: waves of blocks over the SMs
- * times the bytes a block moves per stage ((BM + BN) * 128: the kernels measured bound by
- * that traffic, at 18-24 bytes per cycle per SM depending on the tile: `rate`), blocks
- * sharing an SM taking proportionally longer; ties go to the earlier configuration. */
+ * times the bytes a block moves per stage ((BM + BN) * 128) over a per-configuration rate
+ * (fitted on the device to sdvae_512 and rn50_3x3_64), blocks sharing an SM taking
+ * proportionally longer; ties go to the earlier configuration. Checked on the device against
+ * every configuration forced in turn (XCONV_WGMMA_CFG): on the 14 suite entries it runs, the
+ * pick was the fastest or within the run-to-run spread (~6%) of it. */
 int pick_cfg(const xconv_canon *p)
 {
     const int64_t sms = xconv__cuda_device_sms(p->device_index);
