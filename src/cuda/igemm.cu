@@ -568,14 +568,16 @@ bool xconv__cuda_igemm_fast(const xconv_canon *p)
 }
 
 /* The planner's cost: the cp.async loader ~100x faster than cuda.generic; the gathering one
- * about 5x slower again and paying for the zero channels of each tap's last block. */
+ * measured 8-40 TFLOP/s on the H200 against 180-470 for the 16-byte loader (GPU.md), so
+ * about 20x slower again (element loads: the real values), plus the tensor-core work on the
+ * zero channels of each tap's last block. */
 double xconv__cuda_igemm_cost(const xconv_canon *p, double scale)
 {
     if (xconv__cuda_igemm_fast(p)) return scale * 0.02 * p->flops + 2e4;
     const int64_t epc = p->x_dtype == XCONV_DTYPE_BF16 || p->x_dtype == XCONV_DTYPE_F16 ? 8 : 16;
     const double pad =
         (double)((p->cin_g + epc - 1) / epc * epc) / (double)(p->cin_g > 0 ? p->cin_g : 1);
-    return scale * 0.1 * pad * p->flops + 2e4;
+    return scale * (0.4 + 0.02 * pad) * p->flops + 2e4;
 }
 
 bool xconv__cuda_igemm_fast_why(const xconv_canon *p, const char **why_not)

@@ -12,7 +12,8 @@
  *        - "real" inputs (floats uniform in [-1, 1]): within the accumulation bound of
  *          DESIGN.md §2 plus one rounding of y.
  *   2. tensor-core-shaped problems (channels-last, wide channel counts) the same way, and
- *      batches shaped for each special engine (depthwise, patch, deconv, wgmma: outputs up
+ *      batches shaped for each special engine (depthwise, patch, deconv, channels-first
+ *      transposes around the tensor cores, wgmma: outputs up
  *      to 300 channels and rows over several 128-row tiles).
  *   3. bad inputs: each mutation of a valid problem gives the same status, parameter and
  *      description on CUDA tensors as on CPU tensors, and y's device buffer is untouched;
@@ -217,24 +218,26 @@ typedef enum shape_kind {
     SHAPE_PATCH,     /* kernel == stride, no padding, small cin, tensor-core dtypes */
     SHAPE_DECONV,    /* conv_transpose shaped like SHAPE_TC */
     SHAPE_WGMMA,     /* SHAPE_TC with wide outputs and many rows: cuda.igemm_wgmma's tiles */
+    SHAPE_CF,        /* SHAPE_TC in channels-first, both ops: cuda.cf_tc's transposes */
 } shape_kind;
 
 /* A random valid problem of the given shape kind. */
 static problem random_problem_once(shape_kind kind)
 {
     const bool wg = kind == SHAPE_WGMMA;
-    const bool tc = kind == SHAPE_TC || kind == SHAPE_DECONV || kind == SHAPE_PATCH || wg;
+    const bool cfk = kind == SHAPE_CF;
+    const bool tc = kind == SHAPE_TC || kind == SHAPE_DECONV || kind == SHAPE_PATCH || wg || cfk;
     const bool dw = kind == SHAPE_DEPTHWISE, patch = kind == SHAPE_PATCH;
     static const xconv_dtype tc_dtypes[] = {XCONV_DTYPE_BF16, XCONV_DTYPE_F16, XCONV_DTYPE_I8,
                                             XCONV_DTYPE_U8, XCONV_DTYPE_F8E4M3, XCONV_DTYPE_F8E5M2};
     problem pb;
     memset(&pb, 0, sizeof pb);
     const int d = (int)rnd_in(1, 3);
-    const xconv_op op = kind == SHAPE_DECONV || (kind == SHAPE_ANY && (rnd() & 1))
+    const xconv_op op = kind == SHAPE_DECONV || ((kind == SHAPE_ANY || cfk) && (rnd() & 1))
                             ? XCONV_OP_CONV_TRANSPOSE
                             : XCONV_OP_CONV;
-    const xconv_layout L =
-        (tc && !patch) || (rnd() & 1) ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST;
+    const xconv_layout L = !cfk && ((tc && !patch) || (rnd() & 1)) ? XCONV_LAYOUT_CHANNELS_LAST
+                                                                   : XCONV_LAYOUT_CHANNELS_FIRST;
     xconv_params q = xconv_params_init(op, d, L);
     int64_t n, g, cin_g, cout_g, xs[3], ks[3], ys[3];
     for (;;) {
@@ -339,6 +342,7 @@ static const char *kind_engine(shape_kind kind)
     case SHAPE_PATCH: return "cuda.patch_tc";
     case SHAPE_DECONV: return "cuda.deconv_tc";
     case SHAPE_WGMMA: return "cuda.igemm_wgmma";
+    case SHAPE_CF: return "cuda.cf_tc";
     default: return NULL;
     }
 }
@@ -777,8 +781,9 @@ int main(void)
         problem pb = random_problem(SHAPE_TC);
         check_problem(&pb, (i & 1) ? FILL_REAL : FILL_EXACT);
     }
-    const shape_kind special[] = {SHAPE_DEPTHWISE, SHAPE_PATCH, SHAPE_DECONV, SHAPE_WGMMA};
-    for (int k = 0; k < 4; k++)
+    const shape_kind special[] = {SHAPE_DEPTHWISE, SHAPE_PATCH, SHAPE_DECONV, SHAPE_WGMMA,
+                                  SHAPE_CF};
+    for (int k = 0; k < 5; k++)
         for (int i = 0; i < (special[k] == SHAPE_WGMMA ? wgmma_count : special_count); i++) {
             problem pb = random_problem(special[k]);
             check_problem(&pb, (i & 1) ? FILL_REAL : FILL_EXACT);
