@@ -6,7 +6,7 @@
  * K-major), the accumulators stay in registers (the layout of mma.sync's m16n8 C fragments:
  * d[4j .. 4j+3] is the n8 block j). scale-d is 1: the caller zeroes the accumulators.
  *
- * Written out by a small generator (the operand lists are long); include only from code
+ * Written out by scripts/gen_wgmma_ops.py (the operand lists are long); include only from code
  * compiled for sm_90a.
  */
 #ifndef XCONV_CUDA_WGMMA_OPS_CUH
