@@ -23,7 +23,7 @@ typedef struct bench_cuda_options {
     xconv_layout       layout;
     int                reps;
     double             min_time, budget;
-    bool               json, verbose, cudnn, rotate, pack_each_run;
+    bool               json, verbose, cudnn, rotate, pack_each_run, allow_tf32;
 } bench_cuda_options;
 
 /*

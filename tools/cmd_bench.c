@@ -58,6 +58,8 @@ static const char usage[] =
     "                    spinning threads park (default 0.03)\n"
     "  --json            print a JSON array, one object per entry and dtype\n"
     "  --verbose, -v     print every rep's time per side on stderr\n"
+    "  --allow-tf32      let xconv's plans use reduced-precision f32 math (allow_tf32; on\n"
+    "                    cuda: cuda.f32_bf16x3); the peers keep full f32\n"
     "  --pack-each-run   create xconv's plans without constant_weights, so that weight\n"
     "                    packing is timed in every run (the peers reorder once)\n"
     "  --device D        cpu (default) or cuda: xconv on CUDA tensors against cuDNN (the\n"
@@ -76,6 +78,7 @@ typedef struct options {
     xconv_layout layout;
     bool         json, onednn, xnnpack, verbose;
     bool         pack_each_run; /* no constant_weights: xconv packs weights in every run */
+    bool         allow_tf32;    /* xconv's plans may use reduced-precision f32 math */
     bool         cuda, cudnn, rotate; /* --device cuda (bench/cuda_bench.c) */
 } options;
 
@@ -149,7 +152,8 @@ static int xconv_side_create(xconv_context *ctx, const options *o, const bench_p
     xconv_tensor y = xconv_tensor_contiguous(d->y_dtype, rank, y_shape, s->y);
     /* The peers reorder weights once, outside timing; xconv's plans do the same with
      * constant_weights unless --pack-each-run asks to time the packing too. */
-    xconv_plan_options popts = {.engine = o->engine, .constant_weights = !o->pack_each_run};
+    xconv_plan_options popts = {.engine = o->engine, .allow_tf32 = o->allow_tf32,
+                                .constant_weights = !o->pack_each_run};
     if (xconv_plan_create(ctx, &params, &x, &w, NULL, &y, &popts, &s->plan, &s->err) !=
         XCONV_STATUS_OK)
         return -1;
@@ -623,6 +627,7 @@ static int parse_options(int argc, char **argv, options *o, bool *help)
         {"min-time", true, NULL, false}, {"budget", true, NULL, false},
         {"json", false, NULL, false},    {"settle", true, NULL, false},
         {"verbose", false, NULL, false}, {"pack-each-run", false, NULL, false},
+        {"allow-tf32", false, NULL, false},
         {"device", true, NULL, false},   {"no-rotate", false, NULL, false},
     };
     int nopts = (int)(sizeof opts / sizeof opts[0]);
@@ -643,6 +648,7 @@ static int parse_options(int argc, char **argv, options *o, bool *help)
     o->filter = opts[3].value;
     o->engine = opts[7].value;
     o->pack_each_run = xconv_args_get(opts, nopts, "pack-each-run")->seen;
+    o->allow_tf32 = xconv_args_get(opts, nopts, "allow-tf32")->seen;
     o->json = opts[12].seen;
     o->verbose = opts[14].seen;
     o->onednn = o->xnnpack = !o->cuda;
@@ -723,7 +729,8 @@ int xconv_cmd_bench(int argc, char **argv)
             .filter = o.filter, .engine = o.engine, .x_dtypes = o.x_dtypes,
             .y_dtypes = o.y_dtypes, .ndtypes = o.ndtypes, .layout = o.layout, .reps = o.reps,
             .min_time = o.min_time, .budget = o.budget, .json = o.json, .verbose = o.verbose,
-            .cudnn = o.cudnn, .rotate = o.rotate, .pack_each_run = o.pack_each_run};
+            .cudnn = o.cudnn, .rotate = o.rotate, .pack_each_run = o.pack_each_run,
+            .allow_tf32 = o.allow_tf32};
         rc = bench_cuda_run(&co, probs, nprobs);
         free(probs);
         return rc;

@@ -147,6 +147,7 @@ typedef struct xconv_canon {
 
     int     threads;            /* the plan's context's threads: workspace slots to size */
     bool    prepacked;          /* weights packed once at plan creation (engine's prepack) */
+    bool    allow_reduced;      /* the caller allows reduced-precision f32 math (allow_tf32) */
     double  flops;              /* DESIGN.md §6 count: 2 * MACs */
 } xconv_canon;
 

@@ -219,14 +219,16 @@ typedef enum shape_kind {
     SHAPE_DECONV,    /* conv_transpose shaped like SHAPE_TC */
     SHAPE_WGMMA,     /* SHAPE_TC with wide outputs and many rows: cuda.igemm_wgmma's tiles */
     SHAPE_CF,        /* SHAPE_TC in channels-first, both ops: cuda.cf_tc's transposes */
+    SHAPE_F32,       /* SHAPE_TC in f32, both layouts: cuda.f32_bf16x3 (allow_tf32) */
 } shape_kind;
 
 /* A random valid problem of the given shape kind. */
 static problem random_problem_once(shape_kind kind)
 {
     const bool wg = kind == SHAPE_WGMMA;
-    const bool cfk = kind == SHAPE_CF;
-    const bool tc = kind == SHAPE_TC || kind == SHAPE_DECONV || kind == SHAPE_PATCH || wg || cfk;
+    const bool cfk = kind == SHAPE_CF, f32k = kind == SHAPE_F32;
+    const bool tc =
+        kind == SHAPE_TC || kind == SHAPE_DECONV || kind == SHAPE_PATCH || wg || cfk || f32k;
     const bool dw = kind == SHAPE_DEPTHWISE, patch = kind == SHAPE_PATCH;
     static const xconv_dtype tc_dtypes[] = {XCONV_DTYPE_BF16, XCONV_DTYPE_F16, XCONV_DTYPE_I8,
                                             XCONV_DTYPE_U8, XCONV_DTYPE_F8E4M3, XCONV_DTYPE_F8E5M2};
@@ -236,8 +238,9 @@ static problem random_problem_once(shape_kind kind)
     const xconv_op op = kind == SHAPE_DECONV || ((kind == SHAPE_ANY || cfk) && (rnd() & 1))
                             ? XCONV_OP_CONV_TRANSPOSE
                             : XCONV_OP_CONV;
-    const xconv_layout L = !cfk && ((tc && !patch) || (rnd() & 1)) ? XCONV_LAYOUT_CHANNELS_LAST
-                                                                   : XCONV_LAYOUT_CHANNELS_FIRST;
+    const xconv_layout L = !cfk && ((tc && !patch && !f32k) || (rnd() & 1))
+                               ? XCONV_LAYOUT_CHANNELS_LAST
+                               : XCONV_LAYOUT_CHANNELS_FIRST;
     xconv_params q = xconv_params_init(op, d, L);
     int64_t n, g, cin_g, cout_g, xs[3], ks[3], ys[3];
     for (;;) {
@@ -296,7 +299,8 @@ static problem random_problem_once(shape_kind kind)
     xconv_dtype xd = tc ? tc_dtypes[rnd() % 6] : (xconv_dtype)rnd_in(1, XCONV_DTYPE_COUNT - 1);
     if (wg) xd = tc_dtypes[rnd() % 4]; /* bf16, f16, i8, u8 */
     if (dw && (rnd() & 1)) xd = dw_dtypes[rnd() % 3]; /* the 16-byte and direct paths */
-    const xconv_dtype yd = pick_out_dtype(xd);
+    if (f32k) xd = XCONV_DTYPE_F32;
+    const xconv_dtype yd = f32k ? XCONV_DTYPE_F32 : pick_out_dtype(xd);
     const int64_t cin = g * cin_g, cout = g * cout_g;
     pb.has_bias = rnd() & 1;
     pb.k_red = cin_g;
@@ -458,7 +462,7 @@ static int64_t y_offset(const xconv_tensor *t, const int64_t *idx)
 
 /* Compares y element by element within the accumulation bound; returns mismatches. */
 static int64_t compare_real(const problem *pb, const void *got, const void *want, char *msg,
-                            size_t size)
+                            size_t size, double product_rel)
 {
     const xconv_tensor *y = &pb->y;
     const xconv_dtype d = y->dtype;
@@ -466,7 +470,8 @@ static int64_t compare_real(const problem *pb, const void *got, const void *want
     const bool f64 = d == XCONV_DTYPE_F64 || d == XCONV_DTYPE_C128;
     /* |inputs| <= 1: the sum of |x*w| (and bias) is at most k_red + 1; complex doubles it. */
     const double mag = (double)(pb->k_red + 1) * (is_complex(d) ? 2 : 1);
-    const double acc_bound = 4.0 * mag * mag * ldexp(1.0, f64 ? -52 : -23);
+    /* product_rel: an engine's own error per product (reduced-precision f32 math) */
+    const double acc_bound = 4.0 * mag * mag * ldexp(1.0, f64 ? -52 : -23) + product_rel * mag;
     const double rel_y = ldexp(1.0, -mant_bits(d));
     /* the spacing of y's subnormals, where one rounding is not relative */
     const double min_step = d == XCONV_DTYPE_F8E4M3 ? 0x1p-9 : d == XCONV_DTYPE_F8E5M2 ? 0x1p-16
@@ -568,9 +573,38 @@ static void check_problem(problem *pb, fill_mode mode)
                      "%s on %s (exact inputs): y differs from cpu.ref at byte %zu", used, what,
                      first);
         } else {
-            int64_t bad = compare_real(pb, got, want, msg, sizeof msg);
+            int64_t bad = compare_real(pb, got, want, msg, sizeof msg, 0.0);
             XT_CHECK(bad == 0, "%s on %s: %" PRId64 " elements off, first %s", used, what, bad,
                      msg);
+        }
+    }
+    /* f32 conv once more with reduced-precision math allowed: cuda.f32_bf16x3 (hi/lo bf16
+     * splits, about 2^-17 per product) */
+    if (pb->params.op == XCONV_OP_CONV && pb->x.dtype == XCONV_DTYPE_F32 &&
+        pb->y.dtype == XCONV_DTYPE_F32) {
+        xconv_plan_options o;
+        memset(&o, 0, sizeof o);
+        o.engine = "cuda.f32_bf16x3";
+        o.allow_tf32 = true;
+        memset(got, 0xA5, bf.bytes[3]);
+        CUDA_OK(cudaMemcpy(bf.d[3], got, bf.bytes[3], cudaMemcpyHostToDevice));
+        s = xconv_conv(NULL, &pb->params, &pb->x, &pb->w, pb->has_bias ? &pb->b : NULL, &pb->y,
+                       &o, &used, &err);
+        XT_CHECK(s == XCONV_STATUS_OK || s == XCONV_STATUS_UNSUPPORTED,
+                 "cuda.f32_bf16x3 on %s: %s", what, err.description);
+        if (s == XCONV_STATUS_OK) {
+            CUDA_OK(cudaDeviceSynchronize());
+            CUDA_OK(cudaMemcpy(got, bf.d[3], bf.bytes[3], cudaMemcpyDeviceToHost));
+            engines_run_total++;
+            count_run("cuda.f32_bf16x3");
+            if (mode == FILL_EXACT) { /* small integers: exact in bf16 (lo = 0) */
+                XT_CHECK(memcmp(got, want, bf.bytes[3]) == 0,
+                         "cuda.f32_bf16x3 on %s (exact inputs): y differs from cpu.ref", what);
+            } else {
+                int64_t bad = compare_real(pb, got, want, msg, sizeof msg, 0x1p-16);
+                XT_CHECK(bad == 0, "cuda.f32_bf16x3 on %s: %" PRId64 " elements off, first %s",
+                         what, bad, msg);
+            }
         }
     }
     free(got);
@@ -782,8 +816,8 @@ int main(void)
         check_problem(&pb, (i & 1) ? FILL_REAL : FILL_EXACT);
     }
     const shape_kind special[] = {SHAPE_DEPTHWISE, SHAPE_PATCH, SHAPE_DECONV, SHAPE_WGMMA,
-                                  SHAPE_CF};
-    for (int k = 0; k < 5; k++)
+                                  SHAPE_CF, SHAPE_F32};
+    for (int k = 0; k < 6; k++)
         for (int i = 0; i < (special[k] == SHAPE_WGMMA ? wgmma_count : special_count); i++) {
             problem pb = random_problem(special[k]);
             check_problem(&pb, (i & 1) ? FILL_REAL : FILL_EXACT);
