@@ -220,15 +220,16 @@ typedef enum shape_kind {
     SHAPE_WGMMA,     /* SHAPE_TC with wide outputs and many rows: cuda.igemm_wgmma's tiles */
     SHAPE_CF,        /* SHAPE_TC in channels-first, both ops: cuda.cf_tc's transposes */
     SHAPE_F32,       /* SHAPE_TC in f32, both layouts: cuda.f32_bf16x3 (allow_tf32) */
+    SHAPE_FOLD,      /* conv with 1-7 input channels, both layouts: cuda.fold_tc */
 } shape_kind;
 
 /* A random valid problem of the given shape kind. */
 static problem random_problem_once(shape_kind kind)
 {
     const bool wg = kind == SHAPE_WGMMA;
-    const bool cfk = kind == SHAPE_CF, f32k = kind == SHAPE_F32;
-    const bool tc =
-        kind == SHAPE_TC || kind == SHAPE_DECONV || kind == SHAPE_PATCH || wg || cfk || f32k;
+    const bool cfk = kind == SHAPE_CF, f32k = kind == SHAPE_F32, fold = kind == SHAPE_FOLD;
+    const bool tc = kind == SHAPE_TC || kind == SHAPE_DECONV || kind == SHAPE_PATCH || wg || cfk ||
+                    f32k || fold;
     const bool dw = kind == SHAPE_DEPTHWISE, patch = kind == SHAPE_PATCH;
     static const xconv_dtype tc_dtypes[] = {XCONV_DTYPE_BF16, XCONV_DTYPE_F16, XCONV_DTYPE_I8,
                                             XCONV_DTYPE_U8, XCONV_DTYPE_F8E4M3, XCONV_DTYPE_F8E5M2};
@@ -238,7 +239,7 @@ static problem random_problem_once(shape_kind kind)
     const xconv_op op = kind == SHAPE_DECONV || ((kind == SHAPE_ANY || cfk) && (rnd() & 1))
                             ? XCONV_OP_CONV_TRANSPOSE
                             : XCONV_OP_CONV;
-    const xconv_layout L = !cfk && ((tc && !patch && !f32k) || (rnd() & 1))
+    const xconv_layout L = !cfk && ((tc && !patch && !f32k && !fold) || (rnd() & 1))
                                ? XCONV_LAYOUT_CHANNELS_LAST
                                : XCONV_LAYOUT_CHANNELS_FIRST;
     xconv_params q = xconv_params_init(op, d, L);
@@ -262,6 +263,10 @@ static problem random_problem_once(shape_kind kind)
             g = 1;
             cin_g = rnd_in(1, 4);
             if (rnd() & 1) cin_g *= 8;
+        }
+        if (fold) {
+            g = 1;
+            cin_g = rnd_in(1, 7);
         }
         bool ok = true;
         /* depthwise: half the kernels square 3x3 / 5x5 (the compiled-size paths) */
@@ -347,6 +352,7 @@ static const char *kind_engine(shape_kind kind)
     case SHAPE_DECONV: return "cuda.deconv_tc";
     case SHAPE_WGMMA: return "cuda.igemm_wgmma";
     case SHAPE_CF: return "cuda.cf_tc";
+    case SHAPE_FOLD: return "cuda.fold_tc";
     default: return NULL;
     }
 }
@@ -816,8 +822,8 @@ int main(void)
         check_problem(&pb, (i & 1) ? FILL_REAL : FILL_EXACT);
     }
     const shape_kind special[] = {SHAPE_DEPTHWISE, SHAPE_PATCH, SHAPE_DECONV, SHAPE_WGMMA,
-                                  SHAPE_CF, SHAPE_F32};
-    for (int k = 0; k < 6; k++)
+                                  SHAPE_CF,        SHAPE_F32,   SHAPE_FOLD};
+    for (int k = 0; k < 7; k++)
         for (int i = 0; i < (special[k] == SHAPE_WGMMA ? wgmma_count : special_count); i++) {
             problem pb = random_problem(special[k]);
             check_problem(&pb, (i & 1) ? FILL_REAL : FILL_EXACT);
