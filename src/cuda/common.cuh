@@ -60,6 +60,21 @@ void xconv__cuda_tc_launch(const xconv_canon *p, const xconv_exec *e, cudaStream
 /* The number of multiprocessors of a device, at least 1. */
 int xconv__cuda_device_sms(int device);
 
+/* For the engines that rewrite a problem over channels-last copies in their workspace
+ * (cuda.cf_tc, cuda.f32_bf16x3, cuda.fold_tc): strides of dense dims `size` (innermost
+ * last) with `inner` elements per position, 0 for size-1 dims as the canonical form has
+ * them; and the 256-byte rounding of each copy's bytes. */
+static inline void xconv__cuda_dense_strides(const int64_t *size, int64_t inner, int64_t *stride)
+{
+    int64_t s = inner;
+    for (int d = 2; d >= 0; d--) {
+        stride[d] = size[d] == 1 ? 0 : s;
+        s *= size[d];
+    }
+}
+
+static inline size_t xconv__cuda_align256(size_t v) { return (v + 255) & ~(size_t)255; }
+
 /* ---------------------------------------------------------------------------------------- */
 /* Device dtype conversions                                                                 */
 /* ---------------------------------------------------------------------------------------- */

@@ -22,17 +22,6 @@ struct x3_layout {
     size_t      x_bytes, w_bytes;
 };
 
-size_t align256(size_t v) { return (v + 255) & ~(size_t)255; }
-
-void dense_strides(const int64_t *size, int64_t inner, int64_t *stride)
-{
-    int64_t s = inner;
-    for (int d = 2; d >= 0; d--) {
-        stride[d] = size[d] == 1 ? 0 : s;
-        s *= size[d];
-    }
-}
-
 x3_layout layout_of(const xconv_canon *p)
 {
     x3_layout l;
@@ -44,11 +33,11 @@ x3_layout layout_of(const xconv_canon *p)
     q.cin = p->groups * q.cin_g;
     const int64_t xs = xconv__prod3(p->x_size), kk = xconv__prod3(p->k_size);
     q.x_off = 0, q.x_sc = 1, q.x_sn = p->n > 1 ? xs * q.cin : 0;
-    dense_strides(p->x_size, q.cin, q.x_ss);
+    xconv__cuda_dense_strides(p->x_size, q.cin, q.x_ss);
     q.w_off = 0, q.w_si = 1, q.w_so = kk * q.cin_g, q.w_sg = p->groups > 1 ? p->cout_g * q.w_so : 0;
-    dense_strides(p->k_size, q.cin_g, q.w_sk);
-    l.x_bytes = align256(2 * (size_t)(p->n * xs * q.cin));
-    l.w_bytes = align256(2 * (size_t)(p->cout * kk * q.cin_g));
+    xconv__cuda_dense_strides(p->k_size, q.cin_g, q.w_sk);
+    l.x_bytes = xconv__cuda_align256(2 * (size_t)(p->n * xs * q.cin));
+    l.w_bytes = xconv__cuda_align256(2 * (size_t)(p->cout * kk * q.cin_g));
     return l;
 }
 

@@ -22,17 +22,6 @@ struct fold_layout {
     size_t      x_bytes, w_bytes;
 };
 
-size_t align256(size_t v) { return (v + 255) & ~(size_t)255; }
-
-void dense_strides(const int64_t *size, int64_t inner, int64_t *stride)
-{
-    int64_t s = inner;
-    for (int d = 2; d >= 0; d--) {
-        stride[d] = size[d] == 1 ? 0 : s;
-        s *= size[d];
-    }
-}
-
 fold_layout layout_of(const xconv_canon *p)
 {
     fold_layout l;
@@ -45,13 +34,13 @@ fold_layout layout_of(const xconv_canon *p)
     q.x_size[2] = p->y_size[2];
     q.k_size[2] = 1, q.stride[2] = 1, q.dil[2] = 1, q.pad_lo[2] = q.pad_hi[2] = 0;
     q.x_off = 0, q.x_sc = 1;
-    dense_strides(q.x_size, l.cpad, q.x_ss);
+    xconv__cuda_dense_strides(q.x_size, l.cpad, q.x_ss);
     q.x_sn = p->n > 1 ? xconv__prod3(q.x_size) * l.cpad : 0;
     q.w_off = 0, q.w_si = 1, q.w_sg = 0;
-    dense_strides(q.k_size, l.cpad, q.w_sk);
+    xconv__cuda_dense_strides(q.k_size, l.cpad, q.w_sk);
     q.w_so = xconv__prod3(q.k_size) * l.cpad;
-    l.x_bytes = align256((size_t)(p->n * xconv__prod3(q.x_size) * l.cpad * es));
-    l.w_bytes = align256((size_t)(p->cout * xconv__prod3(q.k_size) * l.cpad * es));
+    l.x_bytes = xconv__cuda_align256((size_t)(p->n * xconv__prod3(q.x_size) * l.cpad * es));
+    l.w_bytes = xconv__cuda_align256((size_t)(p->cout * xconv__prod3(q.k_size) * l.cpad * es));
     return l;
 }
 

@@ -72,18 +72,6 @@ bool dense3(const int64_t *size, const int64_t *stride)
     return true;
 }
 
-/* Strides of dense dims `size` with `inner` elements per position (size-1 dims: 0). */
-void dense_strides(const int64_t *size, int64_t inner, int64_t *stride)
-{
-    int64_t s = inner;
-    for (int d = 2; d >= 0; d--) {
-        stride[d] = size[d] == 1 ? 0 : s;
-        s *= size[d];
-    }
-}
-
-size_t align256(size_t v) { return (v + 255) & ~(size_t)255; }
-
 struct cf_layout {
     xconv_canon q;               /* the channels-last problem over the workspace */
     size_t      x_bytes, w_bytes, y_bytes;
@@ -98,15 +86,15 @@ cf_layout layout_of(const xconv_canon *p)
     const int64_t xs = xconv__prod3(p->x_size), ys = xconv__prod3(p->y_size),
                   kk = xconv__prod3(p->k_size);
     q.x_off = 0, q.x_sc = 1, q.x_sn = p->n > 1 ? xs * p->cin : 0;
-    dense_strides(p->x_size, p->cin, q.x_ss);
+    xconv__cuda_dense_strides(p->x_size, p->cin, q.x_ss);
     q.y_off = 0, q.y_sc = 1, q.y_sn = p->n > 1 ? ys * p->cout : 0;
-    dense_strides(p->y_size, p->cout, q.y_ss);
+    xconv__cuda_dense_strides(p->y_size, p->cout, q.y_ss);
     q.w_off = 0, q.w_si = 1, q.w_so = kk * p->cin_g, q.w_sg = p->groups > 1 ? p->cout_g * q.w_so : 0;
-    dense_strides(p->k_size, p->cin_g, q.w_sk);
+    xconv__cuda_dense_strides(p->k_size, p->cin_g, q.w_sk);
     const size_t xes = xconv_dtype_size(p->x_dtype), yes = xconv_dtype_size(p->y_dtype);
-    l.x_bytes = align256(xes * (size_t)(p->n * xs * p->cin));
-    l.w_bytes = align256(xes * (size_t)(p->cout * kk * p->cin_g));
-    l.y_bytes = align256(yes * (size_t)(p->n * ys * p->cout));
+    l.x_bytes = xconv__cuda_align256(xes * (size_t)(p->n * xs * p->cin));
+    l.w_bytes = xconv__cuda_align256(xes * (size_t)(p->cout * kk * p->cin_g));
+    l.y_bytes = xconv__cuda_align256(yes * (size_t)(p->n * ys * p->cout));
     return l;
 }
 
