@@ -8,7 +8,8 @@
  *     (integers: random bits, wrapping; floats and complex: small integers, exact sums);
  *   - random problems of both ops, ranks 1-3, both layouts, groups, padding, dilation,
  *     bias, channel counts around the kernels' panel widths (VNNI's groups of four), every
- *     compute type, 1-3 threads;
+ *     compute type, 1-3 threads; a fifth of them 1x1 with stride 1 and no padding (the
+ *     plain-GEMM tiles);
  *   - an engine that reads w in place (cpu.ref) keeps the pointer given at creation;
  *   - execute twice on new x (the packed weights are reused, not consumed);
  *   - the plain plans too, and again with cpu.igemm's workspace floor at 0, which makes
@@ -53,6 +54,14 @@ static tu_problem random_problem(tu_rng *r, int trial)
         p.lo[i] = tu_int(r, 0, 2);
         p.hi[i] = tu_int(r, 0, 2);
         if (p.op == XCONV_OP_CONV_TRANSPOSE && p.stride[i] > 1) p.opad[i] = tu_int(r, 0, 1);
+    }
+    if (trial % 5 == 4) { /* 1x1, stride 1, no padding: cpu.igemm's plain-GEMM tiles */
+        p.op = XCONV_OP_CONV;
+        for (int i = 0; i < p.d; i++) {
+            p.k[i] = p.stride[i] = p.dil[i] = 1;
+            p.lo[i] = p.hi[i] = p.opad[i] = 0;
+            p.x[i] = tu_int(r, 1, p.d == 3 ? 6 : 12);
+        }
     }
     p.has_bias = tu_int(r, 0, 1);
     const int pair = (int)tu_int(r, 0, NPAIRS - 1);
