@@ -60,6 +60,38 @@ void xconv__cuda_tc_launch(const xconv_canon *p, const xconv_exec *e, cudaStream
 /* The number of multiprocessors of a device, at least 1. */
 int xconv__cuda_device_sms(int device);
 
+/* cuda.deconv_tc's stride-phase launches of the conv_transpose p (which its supports took),
+ * for engines that rewrite a problem into one (cuda.cf_tc). */
+void xconv__cuda_deconv_launch(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream);
+
+/* An engine's run: nothing for an empty y; else the device scope entered, launch(stream),
+ * the launch status read once (CUDA keeps an earlier launch's error until it is read), the
+ * caller's device restored. */
+template <typename Launch>
+xconv_status xconv__cuda_run(const xconv_exec *e, const char *engine, xconv_error *err,
+                             Launch &&launch)
+{
+    const xconv_canon *p = e->p;
+    if (p->n * p->cout * xconv__prod3(p->y_size) == 0) return XCONV_STATUS_OK;
+    xconv_cuda_scope s;
+    XCONV_TRY(xconv__cuda_enter(e, &s, err));
+    launch(s.stream);
+    const xconv_status st = xconv__cuda_launch_status(engine, err);
+    xconv__cuda_leave(&s);
+    return st;
+}
+
+/* e over a rewritten problem q and workspace copies (no workspace of its own). */
+static inline xconv_exec xconv__cuda_inner_exec(const xconv_exec *e, const xconv_canon *q,
+                                                const void *x, const void *w, void *y)
+{
+    xconv_exec inner = *e;
+    inner.p = q;
+    inner.x = x, inner.w = w, inner.y = y;
+    inner.workspace = nullptr, inner.workspace_bytes = 0;
+    return inner;
+}
+
 /* For the engines that rewrite a problem over channels-last copies in their workspace
  * (cuda.cf_tc, cuda.f32_bf16x3, cuda.fold_tc): strides of dense dims `size` (innermost
  * last) with `inner` elements per position, 0 for size-1 dims as the canonical form has

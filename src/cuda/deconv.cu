@@ -90,25 +90,23 @@ double deconv_cost(const xconv_canon *p)
 
 xconv_status deconv_run(const xconv_exec *e, xconv_error *err)
 {
-    const xconv_canon *p = e->p;
-    if (p->n * xconv__prod3(p->y_size) == 0) return XCONV_STATUS_OK;
-    xconv_cuda_scope s;
-    XCONV_TRY(xconv__cuda_enter(e, &s, err));
-    xconv_status st = XCONV_STATUS_OK;
+    return xconv__cuda_run(e, "cuda.deconv_tc", err,
+                           [&](cudaStream_t st) { xconv__cuda_deconv_launch(e->p, e, st); });
+}
+
+} /* namespace */
+
+void xconv__cuda_deconv_launch(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream)
+{
     int64_t r[3];
     for (r[0] = 0; r[0] < p->stride[0]; r[0]++)
         for (r[1] = 0; r[1] < p->stride[1]; r[1]++)
             for (r[2] = 0; r[2] < p->stride[2]; r[2]++) {
                 xconv_canon q;
                 if (!phase(p, r, &q) || q.n * xconv__prod3(q.y_size) == 0) continue;
-                xconv__cuda_tc_launch(&q, e, s.stream);
-                if (st == XCONV_STATUS_OK) st = xconv__cuda_launch_status("cuda.deconv_tc", err);
+                xconv__cuda_tc_launch(&q, e, stream);
             }
-    xconv__cuda_leave(&s);
-    return st;
 }
-
-} /* namespace */
 
 extern "C" const xconv_engine xconv__engine_cuda_deconv = {
     "cuda.deconv_tc",       XCONV_DEVICE_CUDA, deconv_supports,

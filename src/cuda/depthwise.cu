@@ -584,36 +584,32 @@ template <xconv_dtype D> void launch_vec(const xconv_canon *p, const xconv_exec 
 xconv_status dw_run(const xconv_exec *e, xconv_error *err)
 {
     const xconv_canon *p = e->p;
-    if (p->n * p->cout * xconv__prod3(p->y_size) == 0) return XCONV_STATUS_OK;
-    xconv_cuda_scope s;
-    XCONV_TRY(xconv__cuda_enter(e, &s, err));
     const bool vec = vec_ok(p) && ((uintptr_t)e->x | (uintptr_t)e->y) % 16 == 0;
-    if (vec) {
-        switch (p->x_dtype) {
-        case XCONV_DTYPE_BF16: launch_vec<XCONV_DTYPE_BF16>(p, e, s.stream); break;
-        case XCONV_DTYPE_F16: launch_vec<XCONV_DTYPE_F16>(p, e, s.stream); break;
-        default: launch_vec<XCONV_DTYPE_F32>(p, e, s.stream); break;
+    return xconv__cuda_run(e, "cuda.depthwise", err, [&](cudaStream_t st) {
+        if (vec) {
+            switch (p->x_dtype) {
+            case XCONV_DTYPE_BF16: launch_vec<XCONV_DTYPE_BF16>(p, e, st); break;
+            case XCONV_DTYPE_F16: launch_vec<XCONV_DTYPE_F16>(p, e, st); break;
+            default: launch_vec<XCONV_DTYPE_F32>(p, e, st); break;
+            }
+        } else if (!channels_fastest(p) && cf_direct_ok(p)) {
+            switch (p->x_dtype) {
+            case XCONV_DTYPE_BF16: launch_cf_direct<XCONV_DTYPE_BF16>(p, e, st); break;
+            case XCONV_DTYPE_F16: launch_cf_direct<XCONV_DTYPE_F16>(p, e, st); break;
+            default: launch_cf_direct<XCONV_DTYPE_F32>(p, e, st); break;
+            }
+        } else {
+            switch (p->ct) {
+            case XCONV_CT_U32: launch_generic<uint32_t>(p, e, st); break;
+            case XCONV_CT_U64: launch_generic<uint64_t>(p, e, st); break;
+            case XCONV_CT_F32: launch_generic<float>(p, e, st); break;
+            case XCONV_CT_F64: launch_generic<double>(p, e, st); break;
+            case XCONV_CT_C64: launch_generic<xconv_c64>(p, e, st); break;
+            case XCONV_CT_C128: launch_generic<xconv_c128>(p, e, st); break;
+            default: break;
+            }
         }
-    } else if (!channels_fastest(p) && cf_direct_ok(p)) {
-        switch (p->x_dtype) {
-        case XCONV_DTYPE_BF16: launch_cf_direct<XCONV_DTYPE_BF16>(p, e, s.stream); break;
-        case XCONV_DTYPE_F16: launch_cf_direct<XCONV_DTYPE_F16>(p, e, s.stream); break;
-        default: launch_cf_direct<XCONV_DTYPE_F32>(p, e, s.stream); break;
-        }
-    } else {
-        switch (p->ct) {
-        case XCONV_CT_U32: launch_generic<uint32_t>(p, e, s.stream); break;
-        case XCONV_CT_U64: launch_generic<uint64_t>(p, e, s.stream); break;
-        case XCONV_CT_F32: launch_generic<float>(p, e, s.stream); break;
-        case XCONV_CT_F64: launch_generic<double>(p, e, s.stream); break;
-        case XCONV_CT_C64: launch_generic<xconv_c64>(p, e, s.stream); break;
-        case XCONV_CT_C128: launch_generic<xconv_c128>(p, e, s.stream); break;
-        default: break;
-        }
-    }
-    xconv_status st = xconv__cuda_launch_status("cuda.depthwise", err);
-    xconv__cuda_leave(&s);
-    return st;
+    });
 }
 
 } /* namespace */

@@ -127,25 +127,18 @@ double x3_cost(const xconv_canon *p)
 xconv_status x3_run(const xconv_exec *e, xconv_error *err)
 {
     const xconv_canon *p = e->p;
-    if (p->n * xconv__prod3(p->y_size) == 0) return XCONV_STATUS_OK;
     const x3_layout l = layout_of(p);
     uint16_t *xo = (uint16_t *)e->workspace, *wo = (uint16_t *)((char *)e->workspace + l.x_bytes);
     const int64_t xt = p->n * xconv__prod3(p->x_size) * l.q.cin;
     const int64_t wt = p->cout * xconv__prod3(p->k_size) * l.q.cin_g;
-    xconv_cuda_scope s;
-    XCONV_TRY(xconv__cuda_enter(e, &s, err));
-    if (xt > 0)
-        split_x<<<(unsigned)((xt + 255) / 256), 256, 0, s.stream>>>(*p, (const float *)e->x, xo, l.cpad, xt);
-    if (wt > 0)
-        split_w<<<(unsigned)((wt + 255) / 256), 256, 0, s.stream>>>(*p, (const float *)e->w, wo, l.cpad, wt);
-    xconv_exec inner = *e;
-    inner.p = &l.q;
-    inner.x = xo, inner.w = wo;
-    inner.workspace = nullptr, inner.workspace_bytes = 0;
-    xconv__cuda_tc_launch(&l.q, &inner, s.stream);
-    xconv_status st = xconv__cuda_launch_status("cuda.f32_bf16x3", err);
-    xconv__cuda_leave(&s);
-    return st;
+    const xconv_exec inner = xconv__cuda_inner_exec(e, &l.q, xo, wo, e->y);
+    return xconv__cuda_run(e, "cuda.f32_bf16x3", err, [&](cudaStream_t st) {
+        if (xt > 0)
+            split_x<<<(unsigned)((xt + 255) / 256), 256, 0, st>>>(*p, (const float *)e->x, xo, l.cpad, xt);
+        if (wt > 0)
+            split_w<<<(unsigned)((wt + 255) / 256), 256, 0, st>>>(*p, (const float *)e->w, wo, l.cpad, wt);
+        xconv__cuda_tc_launch(&l.q, &inner, st);
+    });
 }
 
 } /* namespace */

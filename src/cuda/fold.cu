@@ -140,23 +140,16 @@ void launch_folds(const xconv_canon *p, const xconv_exec *e, const fold_layout &
 xconv_status fold_run(const xconv_exec *e, xconv_error *err)
 {
     const xconv_canon *p = e->p;
-    if (p->n * xconv__prod3(p->y_size) == 0) return XCONV_STATUS_OK;
     const fold_layout l = layout_of(p);
     char *xo = (char *)e->workspace, *wo = xo + l.x_bytes;
-    xconv_cuda_scope s;
-    XCONV_TRY(xconv__cuda_enter(e, &s, err));
-    if (xconv_dtype_size(p->x_dtype) == 1)
-        launch_folds<uint8_t>(p, e, l, (uint8_t *)xo, (uint8_t *)wo, s.stream);
-    else
-        launch_folds<uint16_t>(p, e, l, (uint16_t *)xo, (uint16_t *)wo, s.stream);
-    xconv_exec inner = *e;
-    inner.p = &l.q;
-    inner.x = xo, inner.w = wo;
-    inner.workspace = nullptr, inner.workspace_bytes = 0;
-    xconv__cuda_tc_launch(&l.q, &inner, s.stream);
-    xconv_status st = xconv__cuda_launch_status("cuda.fold_tc", err);
-    xconv__cuda_leave(&s);
-    return st;
+    const xconv_exec inner = xconv__cuda_inner_exec(e, &l.q, xo, wo, e->y);
+    return xconv__cuda_run(e, "cuda.fold_tc", err, [&](cudaStream_t st) {
+        if (xconv_dtype_size(p->x_dtype) == 1)
+            launch_folds<uint8_t>(p, e, l, (uint8_t *)xo, (uint8_t *)wo, st);
+        else
+            launch_folds<uint16_t>(p, e, l, (uint16_t *)xo, (uint16_t *)wo, st);
+        xconv__cuda_tc_launch(&l.q, &inner, st);
+    });
 }
 
 } /* namespace */

@@ -128,21 +128,17 @@ xconv_status xconv__cuda_generic_run(const xconv_exec *e, xconv_error *err)
 {
     const xconv_canon *p = e->p;
     const int64_t total = p->n * p->cout * xconv__prod3(p->y_size);
-    if (total == 0) return XCONV_STATUS_OK;
-    xconv_cuda_scope s;
-    XCONV_TRY(xconv__cuda_enter(e, &s, err));
-    switch (p->ct) {
-    case XCONV_CT_U32: launch<uint32_t>(p, e, total, s.stream); break;
-    case XCONV_CT_U64: launch<uint64_t>(p, e, total, s.stream); break;
-    case XCONV_CT_F32: launch<float>(p, e, total, s.stream); break;
-    case XCONV_CT_F64: launch<double>(p, e, total, s.stream); break;
-    case XCONV_CT_C64: launch<xconv_c64>(p, e, total, s.stream); break;
-    case XCONV_CT_C128: launch<xconv_c128>(p, e, total, s.stream); break;
-    default: break;
-    }
-    xconv_status st = xconv__cuda_launch_status("cuda.generic", err);
-    xconv__cuda_leave(&s);
-    return st;
+    return xconv__cuda_run(e, "cuda.generic", err, [&](cudaStream_t st) {
+        switch (p->ct) {
+        case XCONV_CT_U32: launch<uint32_t>(p, e, total, st); break;
+        case XCONV_CT_U64: launch<uint64_t>(p, e, total, st); break;
+        case XCONV_CT_F32: launch<float>(p, e, total, st); break;
+        case XCONV_CT_F64: launch<double>(p, e, total, st); break;
+        case XCONV_CT_C64: launch<xconv_c64>(p, e, total, st); break;
+        case XCONV_CT_C128: launch<xconv_c128>(p, e, total, st); break;
+        default: break;
+        }
+    });
 }
 
 extern "C" const xconv_engine xconv__engine_cuda_generic = {

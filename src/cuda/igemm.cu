@@ -497,14 +497,8 @@ double igemm_cost(const xconv_canon *p) { return xconv__cuda_igemm_cost(p, 1.0);
 
 xconv_status igemm_run(const xconv_exec *e, xconv_error *err)
 {
-    const xconv_canon *p = e->p;
-    if (p->n * xconv__prod3(p->y_size) == 0) return XCONV_STATUS_OK;
-    xconv_cuda_scope s;
-    XCONV_TRY(xconv__cuda_enter(e, &s, err));
-    xconv__cuda_igemm_launch(p, e, s.stream);
-    xconv_status st = xconv__cuda_launch_status("cuda.igemm_tc", err);
-    xconv__cuda_leave(&s);
-    return st;
+    return xconv__cuda_run(e, "cuda.igemm_tc", err,
+                           [&](cudaStream_t st) { xconv__cuda_igemm_launch(e->p, e, st); });
 }
 
 } /* namespace */

@@ -148,39 +148,25 @@ double cf_cost(const xconv_canon *p)
 xconv_status cf_run(const xconv_exec *e, xconv_error *err)
 {
     const xconv_canon *p = e->p;
-    if (p->n * xconv__prod3(p->y_size) == 0) return XCONV_STATUS_OK;
     const cf_layout l = layout_of(p);
     char *ws = (char *)e->workspace;
     char *xw = ws, *ww = ws + l.x_bytes, *yw = ww + l.w_bytes;
     const size_t xes = xconv_dtype_size(p->x_dtype), yes = xconv_dtype_size(p->y_dtype);
     const int64_t xs = xconv__prod3(p->x_size), ys = xconv__prod3(p->y_size),
                   kk = xconv__prod3(p->k_size);
-    xconv_cuda_scope s;
-    XCONV_TRY(xconv__cuda_enter(e, &s, err));
-    /* x[n, c, s] -> xw[n, s, c]; w[o, i, k] -> ww[o, k, i] (o over every group) */
-    launch_transpose(xes, (const char *)e->x + p->x_off * (int64_t)xes, xw, p->n, p->cin, xs,
-                     p->x_sn, p->x_sc, xs * p->cin, p->cin, s.stream);
-    launch_transpose(xes, (const char *)e->w + p->w_off * (int64_t)xes, ww, p->cout, p->cin_g, kk,
-                     p->w_so, p->w_si, kk * p->cin_g, p->cin_g, s.stream);
-    xconv_exec inner = *e;
-    inner.p = &l.q;
-    inner.x = xw, inner.w = ww, inner.y = yw;
-    inner.workspace = nullptr, inner.workspace_bytes = 0;
-    xconv_status st = XCONV_STATUS_OK;
-    if (p->op == XCONV_OP_CONV) {
-        xconv__cuda_tc_launch(&l.q, &inner, s.stream);
-    } else {
-        xconv__cuda_leave(&s); /* deconv_tc enters the device scope itself */
-        st = xconv__engine_cuda_deconv.run(&inner, err);
-        if (st != XCONV_STATUS_OK) return st;
-        XCONV_TRY(xconv__cuda_enter(e, &s, err));
-    }
-    /* yw[n, s, c] -> y[n, c, s] */
-    launch_transpose(yes, yw, (char *)e->y + p->y_off * (int64_t)yes, p->n, ys, p->cout,
-                     ys * p->cout, p->cout, p->y_sn, p->y_sc, s.stream);
-    st = xconv__cuda_launch_status("cuda.cf_tc", err);
-    xconv__cuda_leave(&s);
-    return st;
+    const xconv_exec inner = xconv__cuda_inner_exec(e, &l.q, xw, ww, yw);
+    return xconv__cuda_run(e, "cuda.cf_tc", err, [&](cudaStream_t st) {
+        /* x[n, c, s] -> xw[n, s, c]; w[o, i, k] -> ww[o, k, i] (o over every group) */
+        launch_transpose(xes, (const char *)e->x + p->x_off * (int64_t)xes, xw, p->n, p->cin, xs,
+                         p->x_sn, p->x_sc, xs * p->cin, p->cin, st);
+        launch_transpose(xes, (const char *)e->w + p->w_off * (int64_t)xes, ww, p->cout, p->cin_g,
+                         kk, p->w_so, p->w_si, kk * p->cin_g, p->cin_g, st);
+        if (p->op == XCONV_OP_CONV) xconv__cuda_tc_launch(&l.q, &inner, st);
+        else xconv__cuda_deconv_launch(&l.q, &inner, st);
+        /* yw[n, s, c] -> y[n, c, s] */
+        launch_transpose(yes, yw, (char *)e->y + p->y_off * (int64_t)yes, p->n, ys, p->cout,
+                         ys * p->cout, p->cout, p->y_sn, p->y_sc, st);
+    });
 }
 
 } /* namespace */

@@ -105,13 +105,8 @@ xconv_status patch_run(const xconv_exec *e, xconv_error *err)
 {
     xconv_canon q;
     fold(e->p, &q);
-    if (q.n * xconv__prod3(q.y_size) == 0) return XCONV_STATUS_OK;
-    xconv_cuda_scope s;
-    XCONV_TRY(xconv__cuda_enter(e, &s, err));
-    xconv__cuda_tc_launch(&q, e, s.stream);
-    xconv_status st = xconv__cuda_launch_status("cuda.patch_tc", err);
-    xconv__cuda_leave(&s);
-    return st;
+    return xconv__cuda_run(e, "cuda.patch_tc", err,
+                           [&](cudaStream_t st) { xconv__cuda_tc_launch(&q, e, st); });
 }
 
 } /* namespace */
