@@ -71,6 +71,10 @@ void bench_data_destroy(bench_data *d);
  * them; `narrow_unsigned` keeps unsigned values below 128. */
 void bench_fill(xconv_dtype dt, void *buf, int64_t count, uint64_t seed, bool narrow_unsigned);
 
+/* The repetitions to time when one round of every side takes round_s seconds: `reps`, cut
+ * to fit `budget` seconds but never below min(reps, 3). */
+int bench_fit_reps(int reps, double round_s, double budget);
+
 /* xconv's x and w shapes (rank + 2 entries) and params for the problem in `layout`. */
 void bench_layout_problem(const bench_problem *p, xconv_layout layout, int64_t *x_shape,
                           int64_t *w_shape, xconv_params *params);

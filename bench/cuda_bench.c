@@ -198,12 +198,7 @@ static int time_sides(const bench_cuda_options *o, side *sides, int nsides)
         if (s->per_batch > 10000) s->per_batch = 10000;
         round_s += t * (double)s->per_batch;
     }
-    int reps = o->reps;
-    if (round_s * reps > o->budget) {
-        int fit = round_s > 0 ? (int)(o->budget / round_s) : reps;
-        int floor_reps = o->reps < 3 ? o->reps : 3;
-        reps = fit < floor_reps ? floor_reps : fit;
-    }
+    const int reps = bench_fit_reps(o->reps, round_s, o->budget);
     for (int r = 0; r < reps; r++)
         for (int i = 0; i < nsides; i++)
             if (sides[i].ok) sides[i].times[r] = time_batch(&sides[i], sides[i].per_batch);

@@ -194,3 +194,11 @@ void bench_layout_problem(const bench_problem *p, xconv_layout layout, int64_t *
     }
     params->groups = p->groups;
 }
+
+int bench_fit_reps(int reps, double round_s, double budget)
+{
+    if (round_s * reps <= budget) return reps;
+    const int fit = round_s > 0 ? (int)(budget / round_s) : reps;
+    const int floor_reps = reps < 3 ? reps : 3;
+    return fit < floor_reps ? floor_reps : fit;
+}

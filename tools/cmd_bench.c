@@ -255,12 +255,7 @@ static int time_sides(const options *o, side *sides, int nsides)
         if (s->iters > 100000) s->iters = 100000;
         round_s += t * (double)s->iters;
     }
-    int reps = o->reps;
-    if (round_s * reps > o->budget) {
-        int fit = round_s > 0 ? (int)(o->budget / round_s) : reps;
-        int floor_reps = o->reps < 3 ? o->reps : 3;
-        reps = fit < floor_reps ? floor_reps : fit;
-    }
+    const int reps = bench_fit_reps(o->reps, round_s, o->budget);
     static double times[MAX_SIDES][MAX_REPS];
     for (int r = 0; r < reps; r++)
         for (int i = 0; i < nsides; i++)

@@ -72,27 +72,26 @@ static double spin_us(void)
     return (double)v;
 }
 
-/* Spins until the generation moves past `seen` (true) or the spin time runs out (false). */
-static bool spin_for_job(xconv_context *ctx, unsigned long seen)
+static bool job_posted(const xconv_context *ctx, unsigned long seen)
 {
-    const double limit = spin_us();
-    const double t0 = limit > 0 ? now_us() : 0;
-    for (unsigned i = 1; limit > 0; i++) {
-        if (atomic_load_explicit(&ctx->generation, memory_order_acquire) != seen) return true;
-        if (i < 64) cpu_relax();
-        else sched_yield(); /* lets a thread we wait for run when the cores are shared */
-        if (i % 16 == 0 && now_us() - t0 > limit) return false;
-    }
-    return false;
+    return atomic_load_explicit(&ctx->generation, memory_order_acquire) != seen;
 }
 
-/* Spins until every worker finished the current job (true) or the spin time runs out. */
-static bool spin_for_done(xconv_context *ctx)
+static bool job_done(const xconv_context *ctx, unsigned long unused)
+{
+    (void)unused;
+    return atomic_load_explicit(&ctx->pending, memory_order_acquire) == 0;
+}
+
+/* Polls ready(ctx, arg) for up to spin_us(): true once it holds, false when the time runs
+ * out (the caller then sleeps on a condition variable). */
+static bool spin_until(bool (*ready)(const xconv_context *, unsigned long), const xconv_context *ctx,
+                       unsigned long arg)
 {
     const double limit = spin_us();
     const double t0 = limit > 0 ? now_us() : 0;
     for (unsigned i = 1; limit > 0; i++) {
-        if (atomic_load_explicit(&ctx->pending, memory_order_acquire) == 0) return true;
+        if (ready(ctx, arg)) return true;
         if (i < 64) cpu_relax();
         else sched_yield(); /* lets a thread we wait for run when the cores are shared */
         if (i % 16 == 0 && now_us() - t0 > limit) return false;
@@ -110,7 +109,7 @@ static void *worker_main(void *p)
     for (;;) {
         /* the job's fields are written under mu before the generation moves; taking mu after
          * seeing it move (spinning or woken) orders those reads */
-        spin_for_job(ctx, seen);
+        (void)spin_until(job_posted, ctx, seen);
         pthread_mutex_lock(&ctx->mu);
         while (!ctx->shutdown && atomic_load(&ctx->generation) == seen)
             pthread_cond_wait(&ctx->wake, &ctx->mu);
@@ -153,7 +152,7 @@ void xconv__parallel_for_slot(xconv_context *ctx, int64_t count, xconv_slot_fn f
     in_pool_task = true;
     if (b < e) fn(arg, b, e, 0);
     in_pool_task = false;
-    if (spin_for_done(ctx)) return;
+    if (spin_until(job_done, ctx, 0)) return;
     pthread_mutex_lock(&ctx->mu);
     while (atomic_load(&ctx->pending) > 0) pthread_cond_wait(&ctx->done, &ctx->mu);
     pthread_mutex_unlock(&ctx->mu);
