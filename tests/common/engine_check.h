@@ -13,6 +13,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* (x, y) dtype pairs the engine tests run: all 16 dtypes, then widened outputs. */
+/* clang-format off */
+#define ENGINE_CHECK_PAIRS                                                                        \
+    {XCONV_DTYPE_U8, XCONV_DTYPE_U8},         {XCONV_DTYPE_I8, XCONV_DTYPE_I8},               \
+    {XCONV_DTYPE_U16, XCONV_DTYPE_U16},       {XCONV_DTYPE_I16, XCONV_DTYPE_I16},             \
+    {XCONV_DTYPE_U32, XCONV_DTYPE_U32},       {XCONV_DTYPE_I32, XCONV_DTYPE_I32},             \
+    {XCONV_DTYPE_U64, XCONV_DTYPE_U64},       {XCONV_DTYPE_I64, XCONV_DTYPE_I64},             \
+    {XCONV_DTYPE_F8E4M3, XCONV_DTYPE_F8E4M3}, {XCONV_DTYPE_F8E5M2, XCONV_DTYPE_F8E5M2},       \
+    {XCONV_DTYPE_F16, XCONV_DTYPE_F16},       {XCONV_DTYPE_BF16, XCONV_DTYPE_BF16},           \
+    {XCONV_DTYPE_F32, XCONV_DTYPE_F32},       {XCONV_DTYPE_F64, XCONV_DTYPE_F64},             \
+    {XCONV_DTYPE_C64, XCONV_DTYPE_C64},       {XCONV_DTYPE_C128, XCONV_DTYPE_C128},           \
+    {XCONV_DTYPE_U8, XCONV_DTYPE_I32},        {XCONV_DTYPE_U8, XCONV_DTYPE_U64},              \
+    {XCONV_DTYPE_I8, XCONV_DTYPE_I16},        {XCONV_DTYPE_I8, XCONV_DTYPE_I64},              \
+    {XCONV_DTYPE_U16, XCONV_DTYPE_U32},       {XCONV_DTYPE_I32, XCONV_DTYPE_I64},             \
+    {XCONV_DTYPE_U32, XCONV_DTYPE_U64},       {XCONV_DTYPE_BF16, XCONV_DTYPE_F32},            \
+    {XCONV_DTYPE_F16, XCONV_DTYPE_F32},       {XCONV_DTYPE_F8E4M3, XCONV_DTYPE_F32},          \
+    {XCONV_DTYPE_F8E5M2, XCONV_DTYPE_F64},    {XCONV_DTYPE_F32, XCONV_DTYPE_F64},             \
+    {XCONV_DTYPE_C64, XCONV_DTYPE_C128}
+/* clang-format on */
+
 enum { V_DENSE, V_PADDED, V_FLIPPED, V_BROADCAST, V_COUNT };
 static const char *const VIEW_NAMES[V_COUNT] = {"dense", "padded", "flipped", "broadcast"};
 
