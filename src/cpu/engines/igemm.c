@@ -730,6 +730,14 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
     }
 }
 
+/* Every panel of the weights into t->blob, split over the context's threads. */
+static void pack_all_weights(xconv_context *ctx, ig_task *t)
+{
+    const xconv_canon *p = t->e->p;
+    xconv__parallel_for_slot(ctx, p->groups * t->q->panels * xconv__prod3(p->k_size),
+                             t->q->vnni ? pack_weights_vnni_range : pack_weights_range, t);
+}
+
 static xconv_status ig_run(const xconv_exec *e, xconv_error *err)
 {
     const xconv_canon *p = e->p;
@@ -738,9 +746,7 @@ static xconv_status ig_run(const xconv_exec *e, xconv_error *err)
     char *ws = e->workspace;
     ig_task t = {.e = e, .q = &q, .blob = p->prepacked ? (char *)e->packed : ws};
 
-    if (!p->prepacked && !q.lazy)
-        xconv__parallel_for_slot(e->ctx, p->groups * q.panels * xconv__prod3(p->k_size),
-                                 q.vnni ? pack_weights_vnni_range : pack_weights_range, &t);
+    if (!p->prepacked && !q.lazy) pack_all_weights(e->ctx, &t);
     if (q.vnni) {
         vnni_init(e, &q, t.blob);
     } else if (p->has_bias) {
@@ -786,8 +792,7 @@ static void ig_prepack(const xconv_canon *p, xconv_context *ctx, const void *w, 
     const ig_geom q = ig_geom_of(p);
     const xconv_exec e = {.p = p, .ctx = ctx, .w = w};
     ig_task t = {.e = &e, .q = &q, .blob = packed};
-    xconv__parallel_for_slot(ctx, p->groups * q.panels * xconv__prod3(p->k_size),
-                             q.vnni ? pack_weights_vnni_range : pack_weights_range, &t);
+    pack_all_weights(ctx, &t);
 }
 
 const xconv_engine xconv__engine_cpu_igemm = {
