@@ -81,6 +81,53 @@ xconv_status xconv__cuda_run(const xconv_exec *e, const char *engine, xconv_erro
     return st;
 }
 
+/* The tensor-core kernels' last epilogue step, shared by cuda.igemm_tc and cuda.igemm_wgmma:
+ * the [BM][pitch] tile of y values in shared memory (rows: output positions m0.., M in all;
+ * columns: BN output channels from o0 of group g) to y, by NT threads. Each row's y offset is
+ * computed once, into the BM int64 of shared memory after the tile; then 16-byte pieces when
+ * y's rows allow them (y_vec), else element by element. sync() is the threads' barrier. */
+template <int BM, int BN, int NT, class Sync>
+__device__ __forceinline__ void xconv_cuda_tile_to_y(const xconv_canon &p, unsigned char *smem,
+                                                     int pitch, char *y, int y_es, bool y_vec,
+                                                     int tid, int64_t m0, int64_t M, int64_t g,
+                                                     int64_t o0, Sync sync)
+{
+    int64_t *row_off = (int64_t *)(smem + BM * pitch);
+    if (tid < BM) {
+        int64_t t = m0 + tid < M ? m0 + tid : 0;
+        const int64_t j2 = t % p.y_size[2];
+        t /= p.y_size[2];
+        const int64_t j1 = t % p.y_size[1];
+        t /= p.y_size[1];
+        const int64_t j0 = t % p.y_size[0], n = t / p.y_size[0];
+        row_off[tid] = p.y_off + n * p.y_sn + j0 * p.y_ss[0] + j1 * p.y_ss[1] + j2 * p.y_ss[2] +
+                       (g * p.cout_g + o0) * p.y_sc;
+    }
+    sync();
+    const int cols = (int)(p.cout_g - o0 < BN ? p.cout_g - o0 : BN);
+    const int row_bytes = cols * y_es;
+    if (y_vec) {
+        const int vpr = BN * y_es / 16; /* 16-byte pieces per full row */
+        for (int idx = tid; idx < BM * vpr; idx += NT) {
+            const int r = idx / vpr, v = idx % vpr;
+            if (m0 + r >= M || v * 16 >= row_bytes) continue;
+            *(uint4 *)(y + row_off[r] * y_es + v * 16) = *(const uint4 *)(smem + r * pitch + v * 16);
+        }
+    } else {
+        for (int idx = tid; idx < BM * BN; idx += NT) {
+            const int r = idx / BN, c = idx % BN;
+            if (m0 + r >= M || c >= cols) continue;
+            const unsigned char *src = smem + r * pitch + c * y_es;
+            char *dst = y + (row_off[r] + c * p.y_sc) * y_es;
+            switch (y_es) {
+            case 1: *(uint8_t *)dst = *src; break;
+            case 2: *(uint16_t *)dst = *(const uint16_t *)src; break;
+            default: *(uint32_t *)dst = *(const uint32_t *)src; break;
+            }
+        }
+    }
+}
+
 /* e over a rewritten problem q and workspace copies (no workspace of its own). */
 static inline xconv_exec xconv__cuda_inner_exec(const xconv_exec *e, const xconv_canon *q,
                                                 const void *x, const void *w, void *y)

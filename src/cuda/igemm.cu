@@ -420,45 +420,9 @@ igemm_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
     }
     __syncthreads();
 
-    /* Epilogue 2: the tile to y, consecutive threads on consecutive output channels; each
-     * row's y offset is computed once, by one thread, into shared memory after the tile. */
-    int64_t *row_off = (int64_t *)(smem + BM * pitch);
-    if (tid < BM) {
-        int64_t t = m0 + tid < M ? m0 + tid : 0;
-        const int64_t j2 = t % Y2; t /= Y2;
-        const int64_t j1 = t % Y1; t /= Y1;
-        const int64_t j0 = t % Y0;
-        const int64_t n = t / Y0;
-        row_off[tid] = p.y_off + n * p.y_sn + j0 * p.y_ss[0] + j1 * p.y_ss[1] + j2 * p.y_ss[2] +
-                       (g * p.cout_g + o0) * p.y_sc;
-    }
-    __syncthreads();
-    const int cols = (int)(p.cout_g - o0 < BN ? p.cout_g - o0 : BN);
-    const int row_bytes = cols * y_es;
-    if (y_vec) {
-        const int vpr = BN * y_es / 16; /* 16-byte pieces per full row */
-        for (int idx = tid; idx < BM * vpr; idx += THREADS) {
-            const int r = idx / vpr, v = idx % vpr;
-            const int64_t m = m0 + r;
-            if (m >= M || v * 16 >= row_bytes) continue;
-            *(uint4 *)(y + row_off[r] * y_es + v * 16) =
-                *(const uint4 *)(smem + r * pitch + v * 16);
-        }
-    } else {
-        for (int idx = tid; idx < BM * BN; idx += THREADS) {
-            const int r = idx / BN, c = idx % BN;
-            const int64_t m = m0 + r;
-            if (m >= M || c >= cols) continue;
-            const int64_t ye = row_off[r] + c * p.y_sc;
-            const unsigned char *src = smem + r * pitch + c * y_es;
-            char *dst = y + ye * y_es;
-            switch (y_es) {
-            case 1: *(uint8_t *)dst = *src; break;
-            case 2: *(uint16_t *)dst = *(const uint16_t *)src; break;
-            default: *(uint32_t *)dst = *(const uint32_t *)src; break;
-            }
-        }
-    }
+    /* Epilogue 2: the tile to y, consecutive threads on consecutive output channels */
+    xconv_cuda_tile_to_y<BM, BN, THREADS>(p, smem, pitch, y, y_es, y_vec, tid, m0, M, g, o0,
+                                          [] { __syncthreads(); });
 }
 
 bool aligned16(int64_t elems, int es) { return (elems * es) % 16 == 0; }

@@ -180,7 +180,6 @@ __device__ __forceinline__ void wg_epilogue(const acc_t (&acc)[MT][BN / 2], unsi
     constexpr bool is_float = K == kind::bf16 || K == kind::f16;
     constexpr int BM = 128 * MT;
     const int lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
-    const int64_t Y0 = p.y_size[0], Y1 = p.y_size[1], Y2 = p.y_size[2];
     /* Epilogue 1: bias and one rounding to y's dtype into a [BM][BN] tile of y elements. */
     const int pitch = BN * y_es + 16;
     using bias_t = typename std::conditional<is_float, float, uint32_t>::type;
@@ -213,40 +212,8 @@ __device__ __forceinline__ void wg_epilogue(const acc_t (&acc)[MT][BN / 2], unsi
     }
     sync();
 
-    /* Epilogue 2: the tile to y; each row's y offset computed once into shared memory. */
-    int64_t *row_off = (int64_t *)(smem + BM * pitch);
-    if (tid < BM) {
-        int64_t t = m0 + tid < M ? m0 + tid : 0;
-        const int64_t j2 = t % Y2; t /= Y2;
-        const int64_t j1 = t % Y1; t /= Y1;
-        const int64_t j0 = t % Y0;
-        const int64_t n = t / Y0;
-        row_off[tid] = p.y_off + n * p.y_sn + j0 * p.y_ss[0] + j1 * p.y_ss[1] + j2 * p.y_ss[2] +
-                       (g * p.cout_g + o0) * p.y_sc;
-    }
-    sync();
-    const int cols = (int)(p.cout_g - o0 < BN ? p.cout_g - o0 : BN);
-    const int row_bytes = cols * y_es;
-    if (y_vec) {
-        const int vpr = BN * y_es / 16; /* 16-byte pieces per full row */
-        for (int idx = tid; idx < BM * vpr; idx += 256) {
-            const int r = idx / vpr, v = idx % vpr;
-            if (m0 + r >= M || v * 16 >= row_bytes) continue;
-            *(uint4 *)(y + row_off[r] * y_es + v * 16) = *(const uint4 *)(smem + r * pitch + v * 16);
-        }
-    } else {
-        for (int idx = tid; idx < BM * BN; idx += 256) {
-            const int r = idx / BN, c = idx % BN;
-            if (m0 + r >= M || c >= cols) continue;
-            const unsigned char *src = smem + r * pitch + c * y_es;
-            char *dst = y + (row_off[r] + c * p.y_sc) * y_es;
-            switch (y_es) {
-            case 1: *(uint8_t *)dst = *src; break;
-            case 2: *(uint16_t *)dst = *(const uint16_t *)src; break;
-            default: *(uint32_t *)dst = *(const uint32_t *)src; break;
-            }
-        }
-    }
+    /* Epilogue 2: the tile to y */
+    xconv_cuda_tile_to_y<BM, BN, 256>(p, smem, pitch, y, y_es, y_vec, tid, m0, M, g, o0, sync);
 }
 
 #endif /* XCONV_WGMMA_ARCH */
