@@ -6,10 +6,18 @@
  *
  *   - channels-last (x's channel stride the smallest): threads along channels. With bf16,
  *     f16 or f32 in and out, multiplier 1 and 16-byte aligned rows, each thread owns 16
- *     bytes of channels and loads them as one vector per tap, for a few output positions,
- *     with the block's weights staged as f32 [tap][channel] in shared memory (dw_vec). Else
- *     one thread per output element (dw_cl).
- *     3x3 and 5x5 kernels are compiled, every tap's load issued before the first sum.
+ *     bytes of channels. Where dim 2's window is 3 or 5 wide at stride 1 or 2 (dilation 1)
+ *     and offsets fit 32 bits, dw_slide: the one-vector-per-tap kernel below it measured
+ *     ~35% of the copy rate, latency and instruction bound (64-bit index math per tap, a
+ *     weight stage and barrier per short-lived block, a 25% tail wave), so each thread
+ *     takes a run of outputs along dim 2 and loads each input column of a window row once
+ *     for the run (the columns neighbouring outputs share), all of a row's loads in flight
+ *     together, with 32-bit offsets, multiply-shift index splits, and a grid of one wave
+ *     of blocks looping over the work so the weights are staged once per block. Else (and
+ *     with XCONV_DW_OLD=1) dw_vec: one vector load per tap, a few output positions per
+ *     thread, the block's weights staged as f32 [tap][channel] in shared memory; 3x3 and
+ *     5x5 compiled with every tap's load issued before the first sum. Other channels-last
+ *     problems: one thread per output element (dw_cl).
  *   - channels-first, bf16 / f16 / f32 with 3x3 or 5x5 kernels: outputs spread over threads
  *     (4 per thread for 3x3), all their taps' loads issued together, neighbouring threads on
  *     neighbouring outputs of a plane (dw_cf_direct; L1 serves the rows that taps share).
@@ -22,6 +30,8 @@
  * conversions are the library's (common.cuh), rounding once when y is stored.
  */
 #include "cuda/common.cuh"
+
+#include <stdlib.h>
 
 using namespace xconv_cuda;
 
@@ -245,6 +255,27 @@ template <> struct vec_traits<XCONV_DTYPE_F32> {
     static __device__ __forceinline__ uint32_t bits(float f) { return __float_as_uint(f); }
 };
 
+/* acc[v] += element v of the 16-byte vector xv times wf[v] (an array or a pointer), in f32. */
+template <xconv_dtype D, class W>
+__device__ __forceinline__ void vec_mac(float *acc, const uint4 &xv, const W &wf)
+{
+    const uint32_t q[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+    for (int v = 0; v < vec_traits<D>::V; v++) acc[v] += vec_traits<D>::get(q, v) * wf[v];
+}
+
+/* V sums rounded once into a 16-byte vector of D. */
+template <xconv_dtype D> __device__ __forceinline__ uint4 vec_round(const float *acc)
+{
+    using VT = vec_traits<D>;
+    uint32_t o[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        o[i] = VT::V == 4 ? VT::bits(acc[i])
+                          : VT::bits(acc[2 * i]) | VT::bits(acc[(2 * i + 1) % VT::V]) << 16;
+    return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
 /* grid.x: position blocks, grid.y: channel chunks of `cc` channels. KS > 0: the kernel is
  * 1 x KS x KS, and every tap's load is issued before the first sum (latency, not bandwidth,
  * bounds a loop that waits for each load). */
@@ -336,12 +367,8 @@ dw_vec(const xconv_canon p, const char *__restrict__ x, const char *__restrict__
                     wf[4 * i] = t.x, wf[4 * i + 1] = t.y, wf[4 * i + 2] = t.z, wf[4 * i + 3] = t.w;
                 }
 #pragma unroll
-                for (int pp = 0; pp < PP; pp++) {
-                    if (!okv[pp][k]) continue; /* padding adds nothing (not even 0 * inf) */
-                    const uint32_t q[4] = {xv[pp][k].x, xv[pp][k].y, xv[pp][k].z, xv[pp][k].w};
-#pragma unroll
-                    for (int v = 0; v < V; v++) acc[pp][v] += VT::get(q, v) * wf[v];
-                }
+                for (int pp = 0; pp < PP; pp++)
+                    if (okv[pp][k]) vec_mac<D>(acc[pp], xv[pp][k], wf); /* padding adds nothing */
             }
         } else {
             const char *xb = x + (p.x_off + n[0] * p.x_sn + c0) * ES;
@@ -358,10 +385,7 @@ dw_vec(const xconv_canon p, const char *__restrict__ x, const char *__restrict__
                         const uint4 qv = __ldg((
                             const uint4 *)(xb + (q0 * p.x_ss[0] + q1 * p.x_ss[1] + q2 * p.x_ss[2]) *
                                                     ES));
-                        const uint32_t q[4] = {qv.x, qv.y, qv.z, qv.w};
-                        const float *wt = wk + k * cc + cg * V;
-#pragma unroll
-                        for (int v = 0; v < V; v++) acc[0][v] += VT::get(q, v) * wt[v];
+                        vec_mac<D>(acc[0], qv, wk + k * cc + cg * V);
                     }
                 }
             }
@@ -369,14 +393,163 @@ dw_vec(const xconv_canon p, const char *__restrict__ x, const char *__restrict__
 #pragma unroll
         for (int pp = 0; pp < PP; pp++) {
             if (!live[pp]) continue;
-            uint32_t o[4];
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-                o[i] = V == 4 ? VT::bits(acc[pp][i])
-                              : VT::bits(acc[pp][2 * i]) | VT::bits(acc[pp][(2 * i + 1) % V]) << 16;
             *(uint4 *)(y + (p.y_off + n[pp] * p.y_sn + j0[pp] * p.y_ss[0] + j1[pp] * p.y_ss[1] +
-                            j2[pp] * p.y_ss[2] + c0) * ES) = make_uint4(o[0], o[1], o[2], o[3]);
+                            j2[pp] * p.y_ss[2] + c0) * ES) = vec_round<D>(acc[pp]);
         }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* channels-last, 16-byte vectors: runs of outputs along dim 2, 32-bit offsets              */
+/* ---------------------------------------------------------------------------------------- */
+
+constexpr int SLIDE_THREADS = 128;     /* finer occupancy steps than 256 at ~100 registers */
+constexpr int SLIDE_WBYTES = 48 * 1024; /* staged weights and bias per block */
+
+/* dw_slide's outputs per thread along dim 2: 4, or 2 where 4 would need more than 10 input
+ * columns per row (the registers of 3 blocks per SM). */
+constexpr int slide_run(int kw, int sw) { return 3 * sw + kw <= 10 ? 4 : 2; }
+
+/* Its blocks per SM for __launch_bounds__: 5 (96 registers), 4 for 5 x 5 at stride 1, whose
+ * 16-bit kernels would spill at 96. */
+constexpr int slide_blocks(int kw, int sw) { return kw == 5 && sw == 1 ? 4 : 5; }
+
+/* v / d for v < 2^31 as a multiply-high, an add and a shift (Granlund-Montgomery): the item
+ * split runs per item, where a division by a runtime value costs ~20 instructions. */
+struct udiv {
+    uint32_t d, m, s;
+    __device__ __forceinline__ uint32_t operator()(uint32_t v) const
+    {
+        return (__umulhi(v, m) + v) >> s;
+    }
+};
+
+udiv make_udiv(uint32_t d)
+{
+    uint32_t s = 0;
+    while (s < 31 && (1u << s) < d) s++;
+    return {d, (uint32_t)(((uint64_t)1 << 32) * (((uint64_t)1 << s) - d) / d + 1), s};
+}
+
+struct slide_geom {
+    udiv runs, y1, y0; /* runs per output row (dim 2), output rows (dim 1), dim 0's outputs */
+    uint32_t items;    /* n * y0 * y1 * runs */
+    int cv, vecs;      /* vectors per channel chunk (grid.y), per position (cin / V) */
+};
+
+/* One row of taps (k2 = 0..KW-1) for RUN outputs: the row's COLS input vectors loaded
+ * together, then summed in k2 order. EDGE: only columns [c_lo, c_hi) lie inside x. */
+template <xconv_dtype D, int KW, int SW, bool EDGE>
+__device__ __forceinline__ void slide_row(float (&acc)[slide_run(KW, SW)][vec_traits<D>::V],
+                                          const char *__restrict__ x, uint32_t row, uint32_t xs2,
+                                          int c_lo, int c_hi, const float4 *wr, int cv)
+{
+    constexpr int V = vec_traits<D>::V, ES = 16 / V, H = V / 4;
+    constexpr int RUN = slide_run(KW, SW), COLS = (RUN - 1) * SW + KW;
+    uint4 xv[COLS];
+#pragma unroll
+    for (int c = 0; c < COLS; c++)
+        xv[c] = !EDGE || (c >= c_lo && c < c_hi)
+                    ? __ldg((const uint4 *)(x + (size_t)(row + c * xs2) * ES))
+                    : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int k2 = 0; k2 < KW; k2++) {
+        float wf[V];
+#pragma unroll
+        for (int h = 0; h < H; h++) {
+            const float4 t = wr[(k2 * H + h) * cv];
+            wf[4 * h] = t.x, wf[4 * h + 1] = t.y, wf[4 * h + 2] = t.z, wf[4 * h + 3] = t.w;
+        }
+#pragma unroll
+        for (int r = 0; r < RUN; r++) {
+            const int c = r * SW + k2;
+            if (!EDGE || (c >= c_lo && c < c_hi)) vec_mac<D>(acc[r], xv[c], wf);
+        }
+    }
+}
+
+/* Each thread owns one 16-byte vector of channels and, item after item (grid-stride), a run
+ * of RUN outputs along dim 2: a row of the run's window is COLS = (RUN - 1) * SW + KW
+ * vectors instead of RUN * KW (9 for 12 taps at stride 2 and RUN 4, 6 at stride 1), all in
+ * flight together. Dims 0 and 1 are runtime loops over rows, so any kernel size, stride and
+ * dilation there. The weights (and bias, as a last row) are staged once per block as f32
+ * [row][V / 4][cv] float4s, neighbouring lanes on neighbouring float4s; a thread keeps its
+ * vector for the whole grid-stride loop (the thread count used is a multiple of the chunk's
+ * vectors). Offsets are 32-bit (slide_ok); a column left of x wraps around 2^32 in row but
+ * is never loaded. grid: a full wave of blocks per chunk, grid.y the channel chunks. */
+template <xconv_dtype D, int KW, int SW>
+__global__ void __launch_bounds__(SLIDE_THREADS, slide_blocks(KW, SW))
+dw_slide(const xconv_canon p, const slide_geom sg, const char *__restrict__ x,
+         const char *__restrict__ w, const char *__restrict__ bias, char *__restrict__ y)
+{
+    constexpr int V = vec_traits<D>::V, ES = 16 / V, H = V / 4;
+    constexpr int RUN = slide_run(KW, SW), COLS = (RUN - 1) * SW + KW;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    float4 *wk = (float4 *)smem_raw;
+    const int K0 = (int)p.k_size[0], K1 = (int)p.k_size[1], taps = K0 * K1 * KW;
+    const int v_base = blockIdx.y * sg.cv;
+    const int cw = sg.vecs - v_base < sg.cv ? sg.vecs - v_base : sg.cv;
+    /* thread i stages channel element i of the chunk, every tap and then the bias */
+    for (int i = threadIdx.x; i < cw * V; i += SLIDE_THREADS) {
+        const int64_t wc = p.w_off + ((int64_t)v_base * V + i) * p.w_sg;
+        float *dst = (float *)&wk[i % V / 4 * sg.cv + i / V] + i % 4;
+        const int tap_floats = H * sg.cv * 4;
+        for (int k0 = 0; k0 < K0; k0++)
+            for (int k1 = 0; k1 < K1; k1++)
+#pragma unroll
+                for (int k2 = 0; k2 < KW; k2++)
+                    dst[((k0 * K1 + k1) * KW + k2) * tap_floats] =
+                        load_f32(D, w, wc + k0 * p.w_sk[0] + k1 * p.w_sk[1] + k2 * p.w_sk[2]);
+        dst[taps * tap_floats] =
+            bias ? load_f32(p.bias_dtype, bias, p.b_off + ((int64_t)v_base * V + i) * p.b_s) : 0.0f;
+    }
+    __syncthreads();
+    const uint32_t used = gridDim.x * SLIDE_THREADS / cw * cw;
+    const uint32_t f = blockIdx.x * SLIDE_THREADS + threadIdx.x;
+    if (f >= used) return;
+    const int cg = (int)(f % cw);
+    const float4 *wt = wk + cg;
+    const int X0 = (int)p.x_size[0], X1 = (int)p.x_size[1], X2 = (int)p.x_size[2];
+    const int Y2 = (int)p.y_size[2];
+    const uint32_t xs2 = (uint32_t)p.x_ss[2], ch0 = (uint32_t)(v_base + cg) * V;
+    for (uint32_t it = f / cw; it < sg.items; it += used / cw) {
+        const uint32_t r1 = sg.runs(it), r0 = sg.y1(r1), n = sg.y0(r0);
+        const int ow0 = (int)(it - r1 * sg.runs.d) * RUN;
+        const int j1 = (int)(r1 - r0 * sg.y1.d), j0 = (int)(r0 - n * sg.y0.d);
+        const int iw0 = ow0 * SW - (int)p.pad_lo[2];
+        const int c_lo = iw0 < 0 ? -iw0 : 0, c_hi = X2 - iw0 < COLS ? X2 - iw0 : COLS;
+        const uint32_t xn =
+            (uint32_t)p.x_off + n * (uint32_t)p.x_sn + ch0 + (uint32_t)iw0 * xs2;
+        float acc[RUN][V];
+#pragma unroll
+        for (int h = 0; h < H; h++) {
+            const float4 b = wt[(taps * H + h) * sg.cv];
+#pragma unroll
+            for (int r = 0; r < RUN; r++)
+                acc[r][4 * h] = b.x, acc[r][4 * h + 1] = b.y, acc[r][4 * h + 2] = b.z,
+                           acc[r][4 * h + 3] = b.w;
+        }
+        for (int k0 = 0; k0 < K0; k0++) {
+            const int i0 = j0 * (int)p.stride[0] + k0 * (int)p.dil[0] - (int)p.pad_lo[0];
+            if (i0 < 0 || i0 >= X0) continue; /* padding rows add nothing */
+            for (int k1 = 0; k1 < K1; k1++) {
+                const int i1 = j1 * (int)p.stride[1] + k1 * (int)p.dil[1] - (int)p.pad_lo[1];
+                if (i1 < 0 || i1 >= X1) continue;
+                const uint32_t row = xn + i0 * (uint32_t)p.x_ss[0] + i1 * (uint32_t)p.x_ss[1];
+                const float4 *wr = wt + (k0 * K1 + k1) * KW * H * sg.cv;
+                if (c_lo == 0 && c_hi == COLS)
+                    slide_row<D, KW, SW, false>(acc, x, row, xs2, 0, COLS, wr, sg.cv);
+                else
+                    slide_row<D, KW, SW, true>(acc, x, row, xs2, c_lo, c_hi, wr, sg.cv);
+            }
+        }
+        const uint32_t yb = (uint32_t)p.y_off + n * (uint32_t)p.y_sn + j0 * (uint32_t)p.y_ss[0] +
+                            j1 * (uint32_t)p.y_ss[1] + ch0;
+#pragma unroll
+        for (int r = 0; r < RUN; r++)
+            if (ow0 + r < Y2)
+                *(uint4 *)(y + (size_t)(yb + (ow0 + r) * (uint32_t)p.y_ss[2]) * ES) =
+                    vec_round<D>(acc[r]);
     }
 }
 
@@ -509,6 +682,45 @@ bool vec_ok(const xconv_canon *p)
     return (p->cin + cc - 1) / cc <= 65535 && p->n * xconv__prod3(p->y_size) < ((int64_t)1 << 32);
 }
 
+/* dw_slide's vectors per channel chunk: equal chunks, each at most a block's threads and
+ * its weights and bias (f32) within the stage. */
+int64_t slide_chunk(const xconv_canon *p, int V)
+{
+    const int64_t vecs = p->cin / V;
+    int64_t most = SLIDE_WBYTES / ((xconv__prod3(p->k_size) + 1) * V * 4);
+    if (most > SLIDE_THREADS) most = SLIDE_THREADS;
+    const int64_t chunks = (vecs + most - 1) / most;
+    return (vecs + chunks - 1) / chunks;
+}
+
+/* dw_slide: the 16-byte path with a compiled dim-2 window (3 or 5 wide, stride 1 or 2,
+ * dilation 1), its weights within the stage, and 32-bit offsets and coordinates: x and y
+ * below 2^31 elements with non-negative strides, each dim's window coordinates below 2^30,
+ * fewer than 2^31 items. */
+bool slide_ok(const xconv_canon *p)
+{
+    if (!vec_ok(p) || (p->k_size[2] != 3 && p->k_size[2] != 5)) return false;
+    if (p->dil[2] != 1 || p->stride[2] < 1 || p->stride[2] > 2) return false;
+    const int V = p->x_dtype == XCONV_DTYPE_F32 ? 4 : 8;
+    if ((xconv__prod3(p->k_size) + 1) * V * 4 > SLIDE_WBYTES) return false;
+    if (p->x_sn < 0 || p->y_sn < 0) return false;
+    int64_t x_end = p->x_off + (p->n - 1) * p->x_sn + p->cin;
+    int64_t y_end = p->y_off + (p->n - 1) * p->y_sn + p->cout;
+    for (int d = 0; d < 3; d++) {
+        if (p->x_ss[d] < 0 || p->y_ss[d] < 0 || p->pad_lo[d] < 0) return false;
+        x_end += (p->x_size[d] - 1) * p->x_ss[d];
+        y_end += (p->y_size[d] - 1) * p->y_ss[d];
+        if ((p->y_size[d] - 1) * p->stride[d] + (p->k_size[d] - 1) * p->dil[d] + p->pad_lo[d] +
+                p->x_size[d] >= ((int64_t)1 << 30))
+            return false;
+    }
+    const int run = slide_run((int)p->k_size[2], (int)p->stride[2]);
+    const int64_t items = p->n * p->y_size[0] * p->y_size[1] * ((p->y_size[2] + run - 1) / run);
+    const int64_t cv = slide_chunk(p, V);
+    return x_end <= INT32_MAX && y_end <= INT32_MAX && items <= INT32_MAX &&
+           (p->cin / V + cv - 1) / cv <= 65535;
+}
+
 size_t ctype_bytes(xconv_ctype ct) { return xconv__ctype_size(ct); }
 
 bool dw_supports(const xconv_canon *p, const char **why_not)
@@ -581,6 +793,51 @@ template <xconv_dtype D> void launch_vec(const xconv_canon *p, const xconv_exec 
                                                          (int)cc, positions);
 }
 
+template <xconv_dtype D>
+void launch_slide(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
+{
+    using kern_t = void (*)(const xconv_canon, const slide_geom, const char *, const char *,
+                            const char *, char *);
+    static constexpr kern_t KERNS[2][2] = {{dw_slide<D, 3, 1>, dw_slide<D, 3, 2>},
+                                           {dw_slide<D, 5, 1>, dw_slide<D, 5, 2>}};
+    constexpr int V = vec_traits<D>::V;
+    const kern_t kern = KERNS[p->k_size[2] == 5][p->stride[2] == 2];
+    const int run = slide_run((int)p->k_size[2], (int)p->stride[2]);
+    const int64_t runs = (p->y_size[2] + run - 1) / run, cv = slide_chunk(p, V);
+    const int64_t chunks = (p->cin / V + cv - 1) / cv;
+    slide_geom sg;
+    sg.runs = make_udiv((uint32_t)runs);
+    sg.y1 = make_udiv((uint32_t)p->y_size[1]);
+    sg.y0 = make_udiv((uint32_t)p->y_size[0]);
+    sg.items = (uint32_t)(p->n * p->y_size[0] * p->y_size[1] * runs);
+    sg.cv = (int)cv, sg.vecs = (int)(p->cin / V);
+    const size_t smem = (size_t)((xconv__prod3(p->k_size) + 1) * cv * V * 4);
+    /* one wave: the blocks that fit the SMs at once, shared by the chunks */
+    int per_sm = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, SLIDE_THREADS, smem) !=
+        cudaSuccess) {
+        (void)cudaGetLastError();
+        per_sm = 1;
+    }
+    const int64_t wave =
+        (int64_t)xconv__cuda_device_sms(p->device_index) * (per_sm > 0 ? per_sm : 1);
+    const int64_t want = ((int64_t)sg.items * cv + SLIDE_THREADS - 1) / SLIDE_THREADS;
+    const int64_t cap = wave / chunks > 1 ? wave / chunks : 1;
+    const dim3 grid((unsigned)(want < cap ? want : cap), (unsigned)chunks);
+    kern<<<grid, SLIDE_THREADS, smem, st>>>(*p, sg, (const char *)e->x, (const char *)e->w,
+                                            (const char *)e->bias, (char *)e->y);
+}
+
+/* The 16-byte channels-last path: dw_slide where it fits, else dw_vec; XCONV_DW_OLD=1
+ * (read per launch, for comparisons) keeps every problem on dw_vec. */
+template <xconv_dtype D>
+void launch_cl16(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
+{
+    const char *old = getenv("XCONV_DW_OLD");
+    if (slide_ok(p) && !(old && old[0] == '1')) launch_slide<D>(p, e, st);
+    else launch_vec<D>(p, e, st);
+}
+
 xconv_status dw_run(const xconv_exec *e, xconv_error *err)
 {
     const xconv_canon *p = e->p;
@@ -588,9 +845,9 @@ xconv_status dw_run(const xconv_exec *e, xconv_error *err)
     return xconv__cuda_run(e, "cuda.depthwise", err, [&](cudaStream_t st) {
         if (vec) {
             switch (p->x_dtype) {
-            case XCONV_DTYPE_BF16: launch_vec<XCONV_DTYPE_BF16>(p, e, st); break;
-            case XCONV_DTYPE_F16: launch_vec<XCONV_DTYPE_F16>(p, e, st); break;
-            default: launch_vec<XCONV_DTYPE_F32>(p, e, st); break;
+            case XCONV_DTYPE_BF16: launch_cl16<XCONV_DTYPE_BF16>(p, e, st); break;
+            case XCONV_DTYPE_F16: launch_cl16<XCONV_DTYPE_F16>(p, e, st); break;
+            default: launch_cl16<XCONV_DTYPE_F32>(p, e, st); break;
             }
         } else if (!channels_fastest(p) && cf_direct_ok(p)) {
             switch (p->x_dtype) {
