@@ -21,12 +21,21 @@
  * 128-byte-swizzle layout wgmma reads: row r at r * 128 bytes, its 16-byte chunk c at chunk
  * position c ^ (r & 7), each tile 1024-byte aligned.
  *
- * Loads: A by cp.async of every thread (each keeps its rows' source pointers and bounds for
- * the current tap, so a stage costs one add and one cp.async per row: the per-stage address
- * arithmetic bounded the kernel before, 448 -> 689 TFLOP/s on sdvae_512); B by TMA (one 5-d
- * tensor map of w: channels, three taps, output channels of all groups, 128-byte swizzle,
- * zero fill past cin/groups and cout), issued by one thread and completing on an mbarrier per
- * stage (cp.async for B where no tensor map can be made: strided groups, negative strides).
+ * Loads, two kernels:
+ *   - wgmma_tma_kernel (where x has a TMA im2col view and w a tiled one; make_a_map says
+ *     when): A by TMA in im2col mode, the copy engine walking the tile's output positions,
+ *     strides, padding and image boundaries itself, B by TMA from a 5-d tensor map of w; one
+ *     thread issues both copies of a stage on the stage's mbarrier and no thread computes an
+ *     address. Against cp.async A this took rn50_3x3_64 from 182 to 261 TFLOP/s, c3d from
+ *     476 to 671, unet_320 from 525 to 643. cuda.deconv_tc's phases (negative dilation) run
+ *     their taps backwards. A block loops over tiles with its stages running on across
+ *     them, so on a persistent grid the next tile loads under this one's epilogue (short
+ *     reductions take that grid; launch_tma).
+ *   - wgmma_kernel: A by cp.async of every thread (each keeps its rows' source pointers and
+ *     bounds for the current tap, so a stage costs one add and one cp.async per row: the
+ *     per-stage address arithmetic bounded the kernel before, 448 -> 689 TFLOP/s on
+ *     sdvae_512); B by the same TMA (or by cp.async where no tensor map can be made:
+ *     strided groups, negative strides).
  * Pipeline: STAGES shared-memory stages (about 192 KiB), STAGES - 2 loaded ahead, one wgmma
  * group left in flight while the next stage's loads are issued; a stage is refilled only
  * after a block barrier that follows both warpgroups' wait for the wgmma that read it. Shared
@@ -45,8 +54,9 @@
  * cuda.patch_tc launch the same kernel on their rewritten problems (xconv__cuda_tc_launch).
  *
  * Tuning knobs (environment, read at each launch; for measurements, not needed otherwise):
- * XCONV_WGMMA_CFG=0..6 forces a configuration (an index of CFGS), XCONV_WGMMA_TMA=0 loads B
- * by cp.async.
+ * XCONV_WGMMA_CFG=0..6 forces a configuration (an index of CFGS); XCONV_WGMMA_TMA=1 keeps A on
+ * cp.async, =0 loads B by cp.async too; XCONV_WGMMA_PERSIST=0/1 forces the one-tile-per-block
+ * or the persistent grid of the TMA kernel.
  */
 #include "cuda/common.cuh"
 
@@ -83,22 +93,23 @@ template <> struct cfg<1, 160> { static constexpr int stages = 5, minb = 1; }; /
 template <> struct cfg<1, 192> { static constexpr int stages = 5, minb = 1; }; /* 200 KiB */
 template <> struct cfg<1, 256> { static constexpr int stages = 4, minb = 1; }; /* 192 KiB */
 
-template <int MT, int BN> constexpr int pipe_bytes()
-{
-    return cfg<MT, BN>::stages * (128 * MT + BN) * BKB;
-}
 /* the y tile (4-byte elements at most, rows padded by 16 bytes), row offsets, bias */
 template <int MT, int BN> constexpr int epi_bytes()
 {
     return 128 * MT * (BN * 4 + 16) + 128 * MT * 8 + BN * 4;
 }
-template <int MT, int BN> constexpr int region_bytes()
+/* The pipeline's and the epilogue's shared memory for a reduction of kt stages: a short
+ * reduction (a 1x1 conv over few channels) fills fewer stages, so more blocks share an SM
+ * and one block's epilogue runs under another's loads. The mbarriers follow it. */
+template <int MT, int BN> __host__ __device__ constexpr int region_bytes(int kt)
 {
-    return pipe_bytes<MT, BN>() > epi_bytes<MT, BN>() ? pipe_bytes<MT, BN>() : epi_bytes<MT, BN>();
+    const int stages = kt < cfg<MT, BN>::stages ? kt : cfg<MT, BN>::stages;
+    const int pipe = stages * (128 * MT + BN) * BKB;
+    return pipe > epi_bytes<MT, BN>() ? pipe : epi_bytes<MT, BN>();
 }
-template <int MT, int BN> constexpr int smem_bytes()
+template <int MT, int BN> constexpr int smem_bytes(int kt)
 {
-    return region_bytes<MT, BN>() + 1024 /* TMA_B's mbarriers */ +
+    return region_bytes<MT, BN>(kt) + 1024 /* TMA_B's mbarriers */ +
            1024 /* alignment of the dynamic shared memory */;
 }
 
@@ -234,27 +245,110 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
                      : "memory");
     } while (!done);
 }
-/* One TMA load of the B tile of stage (c, k2, k1, k0, o) into dst, completing on bar. */
-__device__ __forceinline__ void tma_load_b(uint32_t dst, const CUtensorMap *map, uint32_t bar,
-                                           int bytes, int c, int k2, int k1, int k0, int o)
+__device__ __forceinline__ void mbar_expect(uint32_t bar, int bytes)
 {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
                  : "memory");
+}
+/* One TMA load of the B tile of stage (c, k2, k1, k0, o) into dst, completing on bar (whose
+ * expected bytes the caller set). */
+__device__ __forceinline__ void tma_load_b(uint32_t dst, const CUtensorMap *map, uint32_t bar,
+                                           int c, int k2, int k1, int k0, int o)
+{
     asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes"
                  " [%0], [%1, {%2, %3, %4, %5, %6}], [%7];" ::"r"(dst),
                  "l"((uint64_t)map), "r"(c), "r"(k2), "r"(k1), "r"(k0), "r"(o), "r"(bar)
                  : "memory");
 }
+/* One TMA im2col load of an A tile into dst, completing on bar: BM pixels of x from the
+ * window corner q (innermost spatial dim first; the dims of the map's rank) of the tile's
+ * first output position in image n, channels from c, every pixel shifted by the tap's
+ * offsets o (the kernel index times the dilation per dim). */
+__device__ __forceinline__ void tma_load_a(uint32_t dst, const CUtensorMap *map, uint32_t bar,
+                                           int rank, int c, const int (&q)[3], int n,
+                                           const uint16_t (&o)[3])
+{
+    const uint64_t m = (uint64_t)map;
+    if (rank == 3)
+        asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.im2col.mbarrier::complete_tx"
+                     "::bytes [%0], [%1, {%2, %3, %4}], [%5], {%6};" ::"r"(dst),
+                     "l"(m), "r"(c), "r"(q[0]), "r"(n), "r"(bar), "h"(o[0])
+                     : "memory");
+    else if (rank == 4)
+        asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx"
+                     "::bytes [%0], [%1, {%2, %3, %4, %5}], [%6], {%7, %8};" ::"r"(dst),
+                     "l"(m), "r"(c), "r"(q[0]), "r"(q[1]), "r"(n), "r"(bar), "h"(o[0]), "h"(o[1])
+                     : "memory");
+    else
+        asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.im2col.mbarrier::complete_tx"
+                     "::bytes [%0], [%1, {%2, %3, %4, %5, %6}], [%7], {%8, %9, %10};" ::"r"(dst),
+                     "l"(m), "r"(c), "r"(q[0]), "r"(q[1]), "r"(q[2]), "r"(n), "r"(bar), "h"(o[0]),
+                     "h"(o[1]), "h"(o[2])
+                     : "memory");
+}
 #endif
 
-/* TMA_B: the B tiles come by TMA (one tensor map of w: channels, the three taps, output
- * channels of all groups; 128-byte swizzle, zero fill past cin/groups and cout) on one
- * mbarrier per stage, leaving the threads only A's cp.async; else by cp.async like A. */
+/* The tensor maps of a launch: B (w) and, where one could be made, A (x in im2col mode). */
+struct tma_maps {
+    CUtensorMap b, a;
+    int a_rank; /* 3, 4 or 5: the spatial dims the A map keeps plus channels and images */
+    int flip;   /* bit d: dim d's taps run backwards in A (B's tap k0, k1, k2 is K - 1 - k) */
+};
+
+/* Where a TMA kernel's shared memory goes: nst pipeline stages from 0, the epilogue's y tile
+ * at epi (0: over the stages, for a block with one tile), the mbarriers at bars. */
+struct tma_smem {
+    int nst, epi, bars;
+};
+
+#if XCONV_WGMMA_ARCH
+/* Descriptor of a K-major tile in the 128-byte swizzle: start >> 4, leading byte offset 16
+ * (unused), stride byte offset 1024 (8 rows), layout 1 (128B swizzle) in bits 62-63. The k-th
+ * 32-byte step of K starts 32 k bytes further (the swizzle is applied on the address bits,
+ * so the descriptor's start moves by 2 units). */
+__device__ __forceinline__ uint64_t tile_desc(uint32_t addr)
+{
+    return (uint64_t)((addr & 0x3FFFFu) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+
+/* One stage's MMAs of warpgroup wg, committed as one wgmma group: its MT m64 tiles of the
+ * stage's A (at stage) against the stage's B (at stage + a_bytes). */
+template <kind K, int MT, int BN, class acc_t>
+__device__ __forceinline__ void mma_stage(acc_t (&acc)[MT][BN / 2], uint32_t stage, int a_bytes,
+                                          int wg)
+{
+    const uint64_t da = tile_desc(stage + wg * MT * 64 * BKB), db = tile_desc(stage + a_bytes);
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+    for (int ks = 0; ks < BKB / 32; ks++)
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) /* 64 rows = 8 KiB of A further */
+            xconv_wgmma::mma_op<(int)K, BN>::run(acc[mt], da + mt * 512 + 2 * ks, db + 2 * ks);
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+
+/* After the last wgmma.wait_group: keeps the compiler from reading the accumulators before. */
+template <int MT, int BN, class acc_t> __device__ __forceinline__ void acc_fence(acc_t (&acc)[MT][BN / 2])
+{
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++) {
+            if constexpr (std::is_same<acc_t, float>::value) asm volatile("" : "+f"(acc[mt][i])::"memory");
+            else asm volatile("" : "+r"(acc[mt][i])::"memory");
+        }
+}
+#endif
+
+/* The kernel with A by cp.async. TMA_B: the B tiles come by TMA (one tensor map of w:
+ * channels, the three taps, output channels of all groups; 128-byte swizzle, zero fill past
+ * cin/groups and cout) on one mbarrier per stage, leaving the threads only A's cp.async;
+ * else by cp.async like A. */
 template <kind K, int MT, int BN, bool TMA_B>
 __global__ void __launch_bounds__(THREADS, cfg<MT, BN>::minb)
 wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__restrict__ w,
              const char *__restrict__ bias, char *__restrict__ y, int y_es, bool y_vec,
-             const __grid_constant__ CUtensorMap tmb)
+             const __grid_constant__ tma_maps maps)
 {
 #if XCONV_WGMMA_ARCH
     constexpr bool is_float = K == kind::bf16 || K == kind::f16;
@@ -270,7 +364,10 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
     unsigned char *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
     const uint32_t sbase = smem_addr(smem);
     /* TMA_B: one mbarrier per stage after the pipeline / epilogue space */
-    const uint32_t bars = sbase + region_bytes<MT, BN>();
+    const int kvol = (int)(p.k_size[0] * p.k_size[1] * p.k_size[2]);
+    const int cchunks = (int)((p.cin_g * ES + BKB - 1) / BKB);
+    const int KT = kvol * cchunks;
+    const uint32_t bars = sbase + region_bytes<MT, BN>(KT);
 
     const int tid = threadIdx.x, wg = tid >> 7;
     const int64_t g = blockIdx.z;
@@ -278,9 +375,6 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
     const int64_t M = p.n * Y0 * Y1 * Y2;
     const int64_t m0 = (int64_t)blockIdx.x * BM;
     const int64_t o0 = (int64_t)blockIdx.y * BN;
-    const int kvol = (int)(p.k_size[0] * p.k_size[1] * p.k_size[2]);
-    const int cchunks = (int)((p.cin_g * ES + BKB - 1) / BKB);
-    const int KT = kvol * cchunks;
 
     /* This thread's 16-byte chunk and rows: A rows row0 + 32 i (i < AROWS), B rows row0 + 32 i. */
     const int chunk = tid & 7, row0 = tid >> 3;
@@ -344,9 +438,11 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
             cp_async16(sa + swz(row0 + 32 * i, chunk), ok ? a_src[i] + cb * BKB : x, ok);
         }
         if constexpr (TMA_B) {
-            if (tid == 0)
-                tma_load_b(sb, &tmb, bars + 8 * slot, BN * BKB, cb * (BKB / ES), t2, t1, t0,
+            if (tid == 0) {
+                mbar_expect(bars + 8 * slot, BN * BKB);
+                tma_load_b(sb, &maps.b, bars + 8 * slot, cb * (BKB / ES), t2, t1, t0,
                            (int)(g * p.cout_g + o0));
+            }
             return;
         }
         const int64_t w_tap = t0 * p.w_sk[0] + t1 * p.w_sk[1] + t2 * p.w_sk[2] + c;
@@ -364,16 +460,8 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
 #pragma unroll
         for (int i = 0; i < BN / 2; i++) acc[mt][i] = 0;
 
-    /* Descriptor of a K-major tile in the 128-byte swizzle: start >> 4, leading byte offset
-     * 16 (unused), stride byte offset 1024 (8 rows), layout 1 (128B swizzle) in bits 62-63.
-     * The k-th 32-byte step of K starts 32 k bytes further (the swizzle is applied on the
-     * address bits, so the descriptor's start moves by 2 units). */
-    auto desc = [](uint32_t addr) -> uint64_t {
-        return (uint64_t)((addr & 0x3FFFFu) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
-    };
-
     if (TMA_B && tid == 0) {
-        for (int s = 0; s < STAGES; s++) mbar_init(bars + 8 * s, 1);
+        for (int s = 0; s < STAGES && s < KT; s++) mbar_init(bars + 8 * s, 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     }
@@ -390,16 +478,7 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
         __syncthreads();
         const int slot = kt % STAGES;
         if constexpr (TMA_B) mbar_wait(bars + 8 * slot, (kt / STAGES) & 1);
-        const uint64_t da = desc(sbase + slot * STAGE_BYTES + wg * MT * 64 * BKB);
-        const uint64_t db = desc(sbase + slot * STAGE_BYTES + A_BYTES);
-        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#pragma unroll
-        for (int ks = 0; ks < BKB / 32; ks++)
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) /* 64 rows = 8 KiB of A further */
-                xconv_wgmma::mma_op<(int)K, BN>::run(acc[mt], da + mt * 512 + 2 * ks,
-                                                     db + 2 * ks);
-        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        mma_stage<K, MT, BN>(acc, sbase + slot * STAGE_BYTES, A_BYTES, wg);
         /* refill the stage that wgmma kt - 2 read: both warpgroups waited for it (below, in
          * iteration kt - 1) before the barrier above */
         const int nk = kt + PF;
@@ -408,13 +487,7 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
         asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int i = 0; i < BN / 2; i++) {
-            if constexpr (is_float) asm volatile("" : "+f"(acc[mt][i])::"memory");
-            else asm volatile("" : "+r"(acc[mt][i])::"memory");
-        }
+    acc_fence<MT, BN>(acc);
     cp_async_wait<0>();
     __syncthreads(); /* the pipeline's shared memory becomes the output tile */
 
@@ -422,6 +495,117 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
                        [] { __syncthreads(); });
 #else
     (void)p, (void)x, (void)w, (void)bias, (void)y, (void)y_es, (void)y_vec;
+    __trap(); /* never launched: supports() asks for a compute capability 9.0 device */
+#endif
+}
+
+/* The kernel with A and B by TMA, A in im2col mode: the copy engine walks a tile's output
+ * positions, the padding and the image boundaries itself, so one thread issues a stage's two
+ * copies and no thread computes an address (rn50_3x3_64 182 -> 261 TFLOP/s, c3d 476 -> 671
+ * against cp.async A). Tiles are numbered m-tile fastest, then column tile, then group; a
+ * block runs the tiles first, first + step, ... and its stages run on across them: thread 0
+ * loads nst - 2 stages ahead, into the next tile's while this one's epilogue runs (with a
+ * grid of fewer blocks than tiles, the epilogue has its own shared memory). */
+template <kind K, int MT, int BN>
+__global__ void __launch_bounds__(THREADS, cfg<MT, BN>::minb)
+wgmma_tma_kernel(const xconv_canon p, const char *__restrict__ bias, char *__restrict__ y,
+                 int y_es, bool y_vec, const tma_smem lay, const __grid_constant__ tma_maps maps)
+{
+#if XCONV_WGMMA_ARCH
+    constexpr bool is_float = K == kind::bf16 || K == kind::f16;
+    using acc_t = typename std::conditional<is_float, float, int32_t>::type;
+    constexpr int ES = is_float ? 2 : 1, CPB = BKB / ES; /* channels per 128-byte block */
+    constexpr int BM = 128 * MT, A_BYTES = BM * BKB, STAGE_BYTES = (BM + BN) * BKB;
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
+    const uint32_t sbase = smem_addr(smem), bars = sbase + lay.bars;
+    const int nst = lay.nst;
+
+    const int tid = threadIdx.x, wg = tid >> 7;
+    const int64_t Y0 = p.y_size[0], Y1 = p.y_size[1], Y2 = p.y_size[2];
+    const int64_t M = p.n * Y0 * Y1 * Y2;
+    const int64_t tm = (M + BM - 1) / BM, tn = (p.cout_g + BN - 1) / BN;
+    const int64_t ntile = tm * tn * p.groups;
+    const int64_t first = blockIdx.x + (int64_t)gridDim.x * (blockIdx.y + (int64_t)gridDim.y * blockIdx.z);
+    const int64_t step = (int64_t)gridDim.x * gridDim.y * gridDim.z;
+    const int K0 = (int)p.k_size[0], K1 = (int)p.k_size[1], K2 = (int)p.k_size[2];
+    const int cchunks = (int)((p.cin_g * ES + BKB - 1) / BKB);
+    const int KT = K0 * K1 * K2 * cchunks;
+
+    /* Thread 0's loads: tile pt, its stage (cb, k0, k1, k2), into slot ps; the tile's window
+     * corner (innermost spatial dim first, in the A map's dims), image, group, columns. */
+    int64_t pt = first;
+    int ps = 0, cb = 0, k0 = 0, k1 = 0, k2 = 0, corner[3], img = 0, pg = 0, po = 0;
+    auto start_tile = [&]() {
+        if (pt >= ntile) return;
+        int64_t r = pt % tm * BM;
+        const int64_t j2 = r % Y2; r /= Y2;
+        const int64_t j1 = r % Y1; r /= Y1;
+        const int64_t j0 = r % Y0;
+        img = (int)(r / Y0);
+        corner[0] = (int)(j2 * p.stride[2] - p.pad_lo[2]);
+        corner[1] = (int)(j1 * p.stride[1] - p.pad_lo[1]);
+        corner[2] = (int)(j0 * p.stride[0] - p.pad_lo[0]);
+        po = (int)(pt / tm % tn * BN);
+        pg = (int)(pt / (tm * tn));
+    };
+    auto load_next = [&]() {
+        if (pt >= ntile || KT == 0) return;
+        const uint32_t sa = sbase + ps * STAGE_BYTES, bar = bars + 8 * ps;
+        const uint16_t off[3] = {(uint16_t)(k2 * p.dil[2]), (uint16_t)(k1 * p.dil[1]),
+                                 (uint16_t)(k0 * p.dil[0])};
+        mbar_expect(bar, STAGE_BYTES);
+        tma_load_a(sa, &maps.a, bar, maps.a_rank, (int)(pg * p.cin_g) + cb * CPB, corner, img,
+                   off);
+        tma_load_b(sa + A_BYTES, &maps.b, bar, cb * CPB, maps.flip & 4 ? K2 - 1 - k2 : k2,
+                   maps.flip & 2 ? K1 - 1 - k1 : k1, maps.flip & 1 ? K0 - 1 - k0 : k0,
+                   (int)(pg * p.cout_g) + po);
+        if (++ps == nst) ps = 0;
+        if (++cb < cchunks) return;
+        cb = 0;
+        if (++k2 < K2) return;
+        k2 = 0;
+        if (++k1 < K1) return;
+        k1 = 0;
+        if (++k0 < K0) return;
+        k0 = 0;
+        pt += step;
+        start_tile();
+    };
+
+    if (tid == 0) {
+        for (int s = 0; s < nst; s++) mbar_init(bars + 8 * s, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        start_tile();
+        for (int s = 0; s < nst - 2; s++) load_next();
+    }
+
+    acc_t acc[MT][BN / 2];
+    int cs = 0;        /* the slot and the parity of the stage the MMAs read next */
+    uint32_t cpar = 0;
+    for (int64_t t = first; t < ntile; t += step) {
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int i = 0; i < BN / 2; i++) acc[mt][i] = 0;
+        for (int kt = 0; kt < KT; kt++) {
+            /* after this barrier every warpgroup has waited for the wgmma of two stages
+             * back (below), whose slot thread 0 refills */
+            __syncthreads();
+            mbar_wait(bars + 8 * cs, cpar);
+            mma_stage<K, MT, BN>(acc, sbase + cs * STAGE_BYTES, A_BYTES, wg);
+            if (tid == 0) load_next();
+            asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+            if (++cs == nst) cs = 0, cpar ^= 1;
+        }
+        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+        acc_fence<MT, BN>(acc);
+        __syncthreads(); /* the y tile may lie over the stages, and the last tile's is read */
+        wg_epilogue<K, MT, BN>(acc, smem + lay.epi, p, bias, y, y_es, y_vec, tid, t % tm * BM,
+                               t / tm % tn * BN, t / (tm * tn), M, [] { __syncthreads(); });
+    }
+#else
+    (void)p, (void)bias, (void)y, (void)y_es, (void)y_vec, (void)lay;
     __trap(); /* never launched: supports() asks for a compute capability 9.0 device */
 #endif
 }
@@ -469,18 +653,27 @@ typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32
                                     const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
                                     CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
+typedef CUresult (*encode_im2col_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                     const cuuint64_t *, const cuuint64_t *, const int *,
+                                     const int *, cuuint32_t, cuuint32_t, const cuuint32_t *,
+                                     CUtensorMapInterleave, CUtensorMapSwizzle,
+                                     CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+/* A driver entry point through cudart (no link against libcuda), null when missing. */
+void *driver_fn(const char *name)
+{
+    void *f = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion(name, &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+        f = nullptr;
+    (void)cudaGetLastError();
+    return f;
+}
+
 encode_tiled_fn encoder()
 {
-    static encode_tiled_fn fn = [] {
-        void *f = nullptr;
-        cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
-                                             &q) != cudaSuccess ||
-            q != cudaDriverEntryPointSuccess)
-            f = nullptr;
-        (void)cudaGetLastError();
-        return (encode_tiled_fn)f;
-    }();
+    static encode_tiled_fn fn = (encode_tiled_fn)driver_fn("cuTensorMapEncodeTiled");
     return fn;
 }
 
@@ -514,22 +707,146 @@ bool make_b_map_bn(const xconv_canon *p, const xconv_exec *e, CUtensorMap *map)
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+/* The TMA view of x for the A tiles in im2col mode: dims (channels, the spatial dims from
+ * the innermost, images), dropping outer spatial dims that are size 1 everywhere (a 1-D or
+ * 2-D problem's), so the map's rank is 3, 4 or 5; box BM pixels x 128 bytes, 128-byte
+ * swizzle, traversal steps = the conv strides, the bounding box of window corners
+ * [-lo, (Y - 1) s - lo] per dim, zero fill outside x: the copy engine writes the A tile the
+ * cp.async loader would, zeros included. A negative dilation t (cuda.deconv_tc's phases)
+ * runs the dim's taps backwards: tap K - 1 - k at offset k |t| from the corner of padding
+ * lo + (K - 1) |t|, written into *q (the kernel's view of p) with the dim's bit in m->flip.
+ * False (cp.async loads A) where that does not hold or pays: channel runs shorter than one
+ * 128-byte block (cuda.fold_tc's 48-byte rows ran 11% slower by TMA), a tap's block reading
+ * into the next group's channels (groups > 1 with cin/groups not a multiple of 128 bytes,
+ * zeros of B against them could make NaN), steps over 8, corners or tap offsets outside the
+ * ranges the rank allows, strides that are not positive multiples of 16 bytes. */
+bool make_a_map(const xconv_canon *p, const xconv_exec *e, int bm, tma_maps *m, xconv_canon *q)
+{
+    static encode_im2col_fn enc = (encode_im2col_fn)driver_fn("cuTensorMapEncodeIm2col");
+    const int es = (int)xconv_dtype_size(p->x_dtype);
+    if (!enc || p->cin_g * es < BKB || (p->groups > 1 && (p->cin_g * es) % BKB)) return false;
+    *q = *p;
+    m->flip = 0;
+    for (int d = 0; d < 3; d++)
+        if (q->dil[d] < 0) {
+            q->pad_lo[d] = p->pad_lo[d] - (p->k_size[d] - 1) * p->dil[d];
+            q->dil[d] = -p->dil[d];
+            m->flip |= 1 << d;
+        }
+    int outer = 0; /* spatial dims 0 .. outer - 1 are size 1 everywhere */
+    while (outer < 2 && q->x_size[outer] == 1 && q->k_size[outer] == 1 &&
+           q->y_size[outer] == 1 && q->pad_lo[outer] == 0)
+        outer++;
+    const int rank = 5 - outer, lim = rank == 3 ? 32767 : rank == 4 ? 127 : 15;
+    cuuint64_t dims[5], strides[4];
+    cuuint32_t estr[5] = {1, 1, 1, 1, 1};
+    int lower[3], upper[3];
+    dims[0] = (cuuint64_t)q->cin;
+    cuuint64_t prev = (cuuint64_t)(q->cin * es); /* a stride any size-1 dim can take */
+    for (int i = 0; i < rank - 2; i++) {
+        const int d = 2 - i; /* innermost first */
+        const int64_t lo = q->pad_lo[d];
+        const int64_t hi = (q->y_size[d] - 1) * q->stride[d] + 1 - q->x_size[d] - lo;
+        if (q->stride[d] < 1 || q->stride[d] > 8 || (q->k_size[d] - 1) * q->dil[d] > lim ||
+            -lo < -lim - 1 || -lo > lim || hi < -lim - 1 || hi > lim)
+            return false;
+        lower[i] = (int)-lo;
+        upper[i] = (int)hi;
+        dims[1 + i] = (cuuint64_t)q->x_size[d];
+        estr[1 + i] = (cuuint32_t)q->stride[d];
+        strides[i] = q->x_size[d] > 1 ? (cuuint64_t)(q->x_ss[d] * es) : prev;
+        if (q->x_size[d] > 1 && q->x_ss[d] <= 0) return false;
+        prev = strides[i] * dims[1 + i];
+    }
+    dims[rank - 1] = (cuuint64_t)q->n;
+    strides[rank - 2] = q->n > 1 ? (cuuint64_t)(q->x_sn * es) : prev;
+    if (q->n > 1 && q->x_sn <= 0) return false;
+    for (int i = 0; i < rank; i++)
+        if (dims[i] == 0 || dims[i] > (1ull << 32)) return false;
+    for (int i = 0; i < rank - 1; i++)
+        if (strides[i] % 16 || strides[i] >= (1ull << 40)) return false;
+    void *base = (void *)((const char *)e->x + q->x_off * es);
+    m->a_rank = rank;
+    return enc(&m->a, es == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8,
+               (cuuint32_t)rank, base, dims, strides, lower, upper, (cuuint32_t)(BKB / es),
+               (cuuint32_t)bm, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+/* The TMA kernel's launch: each block one tile with the y tile over the stages, or a
+ * persistent grid of as many blocks as fit on the SMs at once, each with its own y tile
+ * after fewer stages, looping over tiles. persist: 1 or 0 forces either (when it fits), -1
+ * picks the persistent grid when a tile's whole reduction fits in the stages loaded ahead:
+ * then the next tile's loads run under this one's epilogue (rn50_1x1_256, one stage per
+ * tile: 68 -> 80 TFLOP/s), while longer reductions lost up to 30% to the fewer stages
+ * (sdvae_512 714 -> 498). False when fewer than 3 stages fit (one loaded ahead). */
+template <kind K, int MT, int BN>
+bool launch_tma(const xconv_canon *q, const xconv_exec *e, cudaStream_t stream, int yes, bool vec,
+                const tma_maps &maps, int64_t kt, int persist)
+{
+    constexpr int BM = 128 * MT, STAGE = (BM + BN) * BKB, STAGES = cfg<MT, BN>::stages;
+    const int64_t tm = (q->n * xconv__prod3(q->y_size) + BM - 1) / BM;
+    const int64_t tn = (q->cout_g + BN - 1) / BN;
+    const int epi = BM * (BN * yes + 16) + BM * 8 + BN * 4; /* wg_epilogue's y tile and bias */
+    int limit = 0;
+    cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, q->device_index);
+    const int room = limit - 2048; /* the mbarriers and the alignment */
+    tma_smem lay;
+    const int nst_p = (room - epi) / STAGE < STAGES ? (room - epi) / STAGE : STAGES;
+    if (persist < 0) persist = kt <= nst_p - 2;
+    if (persist) {
+        lay.nst = nst_p;
+        lay.epi = lay.nst * STAGE;
+        lay.bars = (lay.epi + epi + 15) / 16 * 16;
+    } else {
+        lay.nst = kt < 3 ? 3 : kt < STAGES ? (int)kt : STAGES;
+        lay.epi = 0;
+        lay.bars = lay.nst * STAGE > epi ? lay.nst * STAGE : (epi + 15) / 16 * 16;
+    }
+    if (lay.nst < 3 || lay.bars + 2048 > limit) return false;
+    const int smem = lay.bars + 2048;
+    auto kern = wgmma_tma_kernel<K, MT, BN>;
+    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    dim3 grid((unsigned)tm, (unsigned)tn, (unsigned)q->groups);
+    if (persist) {
+        int per_sm = 0;
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, THREADS, smem);
+        const int64_t slots = xconv__cuda_device_sms(q->device_index) * (per_sm > 0 ? per_sm : 1);
+        const int64_t tiles = tm * tn * q->groups;
+        grid = dim3((unsigned)(tiles < slots ? tiles : slots), 1, 1);
+    }
+    kern<<<grid, THREADS, smem, stream>>>(*q, (const char *)e->bias, (char *)e->y, yes, vec, lay,
+                                          maps);
+    return true;
+}
+
 template <kind K, int MT, int BN>
 void launch_cfg(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream, int yes, bool vec)
 {
     const int64_t M = p->n * xconv__prod3(p->y_size);
+    const int es = (int)xconv_dtype_size(p->x_dtype);
+    const int64_t kt = xconv__prod3(p->k_size) * ((p->cin_g * es + BKB - 1) / BKB);
+    tma_maps maps;
+    memset(&maps, 0, sizeof maps);
+    /* tuning knobs: XCONV_WGMMA_TMA=0 loads A and B by cp.async, =1 only B by TMA;
+     * XCONV_WGMMA_PERSIST=0 gives the TMA kernel one block per tile, =1 a persistent grid */
+    const char *tv = getenv("XCONV_WGMMA_TMA"), *pv = getenv("XCONV_WGMMA_PERSIST");
+    const int load = tv && tv[0] == '0' ? 0 : tv && tv[0] == '1' ? 1 : 2;
+    const bool tma_b = load >= 1 && make_b_map_bn<BN>(p, e, &maps.b);
+    xconv_canon q;
+    if (tma_b && load == 2 && make_a_map(p, e, 128 * MT, &maps, &q)) {
+        const int persist = pv && pv[0] == '1' ? 1 : pv && pv[0] == '0' ? 0 : -1;
+        if (launch_tma<K, MT, BN>(&q, e, stream, yes, vec, maps, kt, persist) ||
+            launch_tma<K, MT, BN>(&q, e, stream, yes, vec, maps, kt, 0))
+            return;
+    }
     const dim3 grid((unsigned)((M + 128 * MT - 1) / (128 * MT)),
                     (unsigned)((p->cout_g + BN - 1) / BN), (unsigned)p->groups);
-    CUtensorMap map;
-    memset(&map, 0, sizeof map);
-    /* tuning knob: XCONV_WGMMA_TMA=0 loads B by cp.async */
-    const char *tv = getenv("XCONV_WGMMA_TMA");
-    const bool tma = !(tv && tv[0] == '0') && make_b_map_bn<BN>(p, e, &map);
-    constexpr int smem = smem_bytes<MT, BN>();
-    auto kern = tma ? wgmma_kernel<K, MT, BN, true> : wgmma_kernel<K, MT, BN, false>;
+    const int smem = smem_bytes<MT, BN>((int)kt);
+    auto kern = tma_b ? wgmma_kernel<K, MT, BN, true> : wgmma_kernel<K, MT, BN, false>;
     cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     kern<<<grid, THREADS, smem, stream>>>(*p, (const char *)e->x, (const char *)e->w,
-                                          (const char *)e->bias, (char *)e->y, yes, vec, map);
+                                          (const char *)e->bias, (char *)e->y, yes, vec, maps);
 }
 
 template <kind K>

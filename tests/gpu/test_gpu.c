@@ -249,8 +249,11 @@ static problem random_problem_once(shape_kind kind)
         g = tc ? (rnd_in(0, 3) == 0 ? 2 : 1) : rnd_in(1, 3);
         cin_g = tc ? 8 * rnd_in(1, 9) : rnd_in(1, 4);
         cout_g = tc ? rnd_in(1, 80) : rnd_in(1, 4);
-        if (wg) { /* every tile width (64, 128, 256), column tails, two column tiles */
-            cin_g = 8 * rnd_in(1, 8);
+        if (wg) { /* every tile width (64, 128, 256), column tails, two column tiles; taps
+                   * of one to six 128-byte channel blocks (the TMA im2col loader reads
+                   * whole blocks: groups > 1 take it at multiples of 128 bytes) */
+            const int64_t r = rnd_in(0, 3);
+            cin_g = r < 2 ? 8 * rnd_in(1, 8) : r == 2 ? 64 * rnd_in(1, 3) : 8 * rnd_in(9, 48);
             cout_g = rnd_in(0, 2) == 0 ? rnd_in(1, 64) : rnd_in(0, 1) ? rnd_in(65, 160)
                                                                      : rnd_in(161, 300);
         }
