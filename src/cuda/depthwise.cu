@@ -5,19 +5,22 @@
  * about once and each output written once, in coalesced accesses.
  *
  *   - channels-last (x's channel stride the smallest): threads along channels. With bf16,
- *     f16 or f32 in and out, multiplier 1 and 16-byte aligned rows, each thread owns 16
- *     bytes of channels. Where dim 2's window is 3 or 5 wide at stride 1 or 2 (dilation 1)
- *     and offsets fit 32 bits, dw_slide: the one-vector-per-tap kernel below it measured
+ *     f16 or f32 in and out, or i8 / u8 in and the same dtype or a 4-byte integer out
+ *     (u32 sums), multiplier 1 and 16-byte aligned rows, each thread owns 16 bytes of
+ *     channels. Where dim 2's window is 3 or 5 wide at stride 1 or 2 (dilation 1) and
+ *     offsets fit 32 bits, dw_slide: the one-vector-per-tap kernel below it measured
  *     ~35% of the copy rate, latency and instruction bound (64-bit index math per tap, a
  *     weight stage and barrier per short-lived block, a 25% tail wave), so each thread
  *     takes a run of outputs along dim 2 and loads each input column of a window row once
  *     for the run (the columns neighbouring outputs share), all of a row's loads in flight
  *     together, with 32-bit offsets, multiply-shift index splits, and a grid of one wave
- *     of blocks looping over the work so the weights are staged once per block. Else (and
- *     with XCONV_DW_OLD=1) dw_vec: one vector load per tap, a few output positions per
- *     thread, the block's weights staged as f32 [tap][channel] in shared memory; 3x3 and
- *     5x5 compiled with every tap's load issued before the first sum. Other channels-last
- *     problems: one thread per output element (dw_cl).
+ *     of blocks looping over the work so the weights are staged once per block; bytes
+ *     took the scalar dw_cl before it (6% of the copy rate). Else (and with
+ *     XCONV_DW_OLD=1, which leaves dw_slide out) the floats take dw_vec: one vector load
+ *     per tap, a few output positions per thread, the block's weights staged as f32
+ *     [tap][channel] in shared memory; 3x3 and 5x5 compiled with every tap's load issued
+ *     before the first sum. Other channels-last problems: one thread per output element
+ *     (dw_cl).
  *   - channels-first, bf16 / f16 / f32 with 3x3 or 5x5 kernels: outputs spread over threads
  *     (4 per thread for 3x3), all their taps' loads issued together, neighbouring threads on
  *     neighbouring outputs of a plane (dw_cf_direct; L1 serves the rows that taps share).
@@ -27,7 +30,8 @@
  *     sums its taps from there (dw_tile). A 3-D kernel restages per tap of its outer dim.
  *
  * Sums run bias first, then taps in (k0, k1, k2) order: deterministic, no atomics; storage
- * conversions are the library's (common.cuh), rounding once when y is stored.
+ * conversions are the library's (common.cuh), rounding once when y is stored (the 16-byte
+ * f16 stores through cvt.rn, which rounds as the library does, NaN codes rewritten).
  */
 #include "cuda/common.cuh"
 
@@ -284,6 +288,32 @@ template <> struct vec_traits<XCONV_DTYPE_F32> {
     }
 };
 
+/* i8 / u8: elements widened as load_int does (sign- or zero-extended), wrapping u32 sums
+ * stored as 4-byte integers or truncated to bytes. */
+template <xconv_dtype D> struct byte_traits {
+    using A = uint32_t;
+    using A4 = uint4;
+    static constexpr int V = 16;
+    static __device__ __forceinline__ uint32_t get(const uint32_t (&q)[4], int i)
+    {
+        /* one prmt (plain shifts and casts compiled to two instructions): byte k of the
+         * word, then copies of its sign bit (selector nibble 8 | k) or zero bytes (nibble 4,
+         * the zero operand) above it. Inline PTX: __byte_perm documents only 3-bit nibbles. */
+        const uint32_t k = i & 3, sel = D == XCONV_DTYPE_I8 ? k | (8 | k) * 0x1110u : k | 0x4440u;
+        uint32_t r;
+        asm("prmt.b32 %0, %1, 0, %2;" : "=r"(r) : "r"(q[i >> 2]), "r"(sel));
+        return r;
+    }
+    template <int YB> static __device__ __forceinline__ uint32_t word(const uint32_t *a, int i)
+    {
+        if constexpr (YB == 4) return a[i];
+        return __byte_perm(__byte_perm(a[4 * i], a[4 * i + 1], 0x0040),
+                           __byte_perm(a[4 * i + 2], a[4 * i + 3], 0x0040), 0x5410);
+    }
+};
+template <> struct vec_traits<XCONV_DTYPE_I8> : byte_traits<XCONV_DTYPE_I8> {};
+template <> struct vec_traits<XCONV_DTYPE_U8> : byte_traits<XCONV_DTYPE_U8> {};
+
 /* acc[v] += element v of the 16-byte vector xv times wf[v] (an array or a pointer). */
 template <xconv_dtype D, class W>
 __device__ __forceinline__ void vec_mac(typename vec_traits<D>::A *acc, const uint4 &xv,
@@ -438,13 +468,20 @@ dw_vec(const xconv_canon p, const char *__restrict__ x, const char *__restrict__
 constexpr int SLIDE_THREADS = 128;     /* finer occupancy steps than 256 at ~100 registers */
 constexpr int SLIDE_WBYTES = 48 * 1024; /* staged weights and bias per block */
 
-/* dw_slide's outputs per thread along dim 2: 4, or 2 where 4 would need more than 10 input
- * columns per row (the registers of 3 blocks per SM). */
-constexpr int slide_run(int kw, int sw) { return 3 * sw + kw <= 10 ? 4 : 2; }
+/* dw_slide's outputs per thread along dim 2 for V elements per vector: 4, or 2 where 4 would
+ * need more than 10 input columns per row (the registers of 3 blocks per SM); for bytes
+ * (V = 16, twice the sums per output) 4 at 3-wide windows only. */
+constexpr int slide_run(int kw, int sw, int v)
+{
+    return (v == 16 ? kw == 3 : 3 * sw + kw <= 10) ? 4 : 2;
+}
 
 /* Its blocks per SM for __launch_bounds__: 5 (96 registers), 4 for 5 x 5 at stride 1, whose
- * 16-bit kernels would spill at 96. */
-constexpr int slide_blocks(int kw, int sw) { return kw == 5 && sw == 1 ? 4 : 5; }
+ * 16-bit kernels would spill at 96; for bytes 3 (168) at 3-wide windows, else 4 (128). */
+constexpr int slide_blocks(int kw, int sw, int v)
+{
+    return v == 16 ? (kw == 3 ? 3 : 4) : kw == 5 && sw == 1 ? 4 : 5;
+}
 
 /* v / d for v < 2^31 as a multiply-high, an add and a shift (Granlund-Montgomery): the item
  * split runs per item, where a division by a runtime value costs ~20 instructions. */
@@ -472,12 +509,13 @@ struct slide_geom {
 /* One row of taps (k2 = 0..KW-1) for RUN outputs: the row's COLS input vectors loaded
  * together, then summed in k2 order. EDGE: only columns [c_lo, c_hi) lie inside x. */
 template <xconv_dtype D, int KW, int SW, bool EDGE>
-__device__ __forceinline__ void slide_row(float (&acc)[slide_run(KW, SW)][vec_traits<D>::V],
-                                          const char *__restrict__ x, uint32_t row, uint32_t xs2,
-                                          int c_lo, int c_hi, const float4 *wr, int cv)
+__device__ __forceinline__ void
+slide_row(typename vec_traits<D>::A (&acc)[slide_run(KW, SW, vec_traits<D>::V)][vec_traits<D>::V],
+          const char *__restrict__ x, uint32_t row, uint32_t xs2, int c_lo, int c_hi,
+          const typename vec_traits<D>::A4 *wr, int cv)
 {
     constexpr int V = vec_traits<D>::V, ES = 16 / V, H = V / 4;
-    constexpr int RUN = slide_run(KW, SW), COLS = (RUN - 1) * SW + KW;
+    constexpr int RUN = slide_run(KW, SW, V), COLS = (RUN - 1) * SW + KW;
     uint4 xv[COLS];
 #pragma unroll
     for (int c = 0; c < COLS; c++)
@@ -486,10 +524,10 @@ __device__ __forceinline__ void slide_row(float (&acc)[slide_run(KW, SW)][vec_tr
                     : make_uint4(0, 0, 0, 0);
 #pragma unroll
     for (int k2 = 0; k2 < KW; k2++) {
-        float wf[V];
+        typename vec_traits<D>::A wf[V];
 #pragma unroll
         for (int h = 0; h < H; h++) {
-            const float4 t = wr[(k2 * H + h) * cv];
+            const typename vec_traits<D>::A4 t = wr[(k2 * H + h) * cv];
             wf[4 * h] = t.x, wf[4 * h + 1] = t.y, wf[4 * h + 2] = t.z, wf[4 * h + 3] = t.w;
         }
 #pragma unroll
@@ -504,43 +542,47 @@ __device__ __forceinline__ void slide_row(float (&acc)[slide_run(KW, SW)][vec_tr
  * of RUN outputs along dim 2: a row of the run's window is COLS = (RUN - 1) * SW + KW
  * vectors instead of RUN * KW (9 for 12 taps at stride 2 and RUN 4, 6 at stride 1), all in
  * flight together. Dims 0 and 1 are runtime loops over rows, so any kernel size, stride and
- * dilation there. The weights (and bias, as a last row) are staged once per block as f32
- * [row][V / 4][cv] float4s, neighbouring lanes on neighbouring float4s; a thread keeps its
+ * dilation there. The weights (and bias, as a last row) are staged once per block in the
+ * compute type (f32, or u32 for bytes) as [row][V / 4][cv] 16-byte quads, neighbouring lanes
+ * on neighbouring quads; a thread keeps its
  * vector for the whole grid-stride loop (the thread count used is a multiple of the chunk's
  * vectors). Offsets are 32-bit (slide_ok); a column left of x wraps around 2^32 in row but
  * is never loaded. grid: a full wave of blocks per chunk, grid.y the channel chunks. */
-template <xconv_dtype D, int KW, int SW>
-__global__ void __launch_bounds__(SLIDE_THREADS, slide_blocks(KW, SW))
+template <xconv_dtype D, int YB, int KW, int SW>
+__global__ void __launch_bounds__(SLIDE_THREADS, slide_blocks(KW, SW, vec_traits<D>::V))
 dw_slide(const xconv_canon p, const slide_geom sg, const char *__restrict__ x,
          const char *__restrict__ w, const char *__restrict__ bias, char *__restrict__ y)
 {
-    constexpr int V = vec_traits<D>::V, ES = 16 / V, H = V / 4;
-    constexpr int RUN = slide_run(KW, SW), COLS = (RUN - 1) * SW + KW;
+    using A = typename vec_traits<D>::A;
+    using A4 = typename vec_traits<D>::A4;
+    constexpr int V = vec_traits<D>::V, H = V / 4;
+    constexpr int RUN = slide_run(KW, SW, V), COLS = (RUN - 1) * SW + KW;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    float4 *wk = (float4 *)smem_raw;
+    A4 *wk = (A4 *)smem_raw;
     const int K0 = (int)p.k_size[0], K1 = (int)p.k_size[1], taps = K0 * K1 * KW;
     const int v_base = blockIdx.y * sg.cv;
     const int cw = sg.vecs - v_base < sg.cv ? sg.vecs - v_base : sg.cv;
     /* thread i stages channel element i of the chunk, every tap and then the bias */
     for (int i = threadIdx.x; i < cw * V; i += SLIDE_THREADS) {
         const int64_t wc = p.w_off + ((int64_t)v_base * V + i) * p.w_sg;
-        float *dst = (float *)&wk[i % V / 4 * sg.cv + i / V] + i % 4;
-        const int tap_floats = H * sg.cv * 4;
+        A *dst = (A *)&wk[i % V / 4 * sg.cv + i / V] + i % 4;
+        const int tap_words = H * sg.cv * 4;
         for (int k0 = 0; k0 < K0; k0++)
             for (int k1 = 0; k1 < K1; k1++)
 #pragma unroll
                 for (int k2 = 0; k2 < KW; k2++)
-                    dst[((k0 * K1 + k1) * KW + k2) * tap_floats] =
-                        load_f32(D, w, wc + k0 * p.w_sk[0] + k1 * p.w_sk[1] + k2 * p.w_sk[2]);
-        dst[taps * tap_floats] =
-            bias ? load_f32(p.bias_dtype, bias, p.b_off + ((int64_t)v_base * V + i) * p.b_s) : 0.0f;
+                    dst[((k0 * K1 + k1) * KW + k2) * tap_words] =
+                        ops<A>::load(D, w, wc + k0 * p.w_sk[0] + k1 * p.w_sk[1] + k2 * p.w_sk[2]);
+        dst[taps * tap_words] =
+            bias ? ops<A>::load(p.bias_dtype, bias, p.b_off + ((int64_t)v_base * V + i) * p.b_s)
+                 : ops<A>::zero();
     }
     __syncthreads();
     const uint32_t used = gridDim.x * SLIDE_THREADS / cw * cw;
     const uint32_t f = blockIdx.x * SLIDE_THREADS + threadIdx.x;
     if (f >= used) return;
     const int cg = (int)(f % cw);
-    const float4 *wt = wk + cg;
+    const A4 *wt = wk + cg;
     const int X0 = (int)p.x_size[0], X1 = (int)p.x_size[1], X2 = (int)p.x_size[2];
     const int Y2 = (int)p.y_size[2];
     const uint32_t xs2 = (uint32_t)p.x_ss[2], ch0 = (uint32_t)(v_base + cg) * V;
@@ -552,10 +594,10 @@ dw_slide(const xconv_canon p, const slide_geom sg, const char *__restrict__ x,
         const int c_lo = iw0 < 0 ? -iw0 : 0, c_hi = X2 - iw0 < COLS ? X2 - iw0 : COLS;
         const uint32_t xn =
             (uint32_t)p.x_off + n * (uint32_t)p.x_sn + ch0 + (uint32_t)iw0 * xs2;
-        float acc[RUN][V];
+        A acc[RUN][V];
 #pragma unroll
         for (int h = 0; h < H; h++) {
-            const float4 b = wt[(taps * H + h) * sg.cv];
+            const A4 b = wt[(taps * H + h) * sg.cv];
 #pragma unroll
             for (int r = 0; r < RUN; r++)
                 acc[r][4 * h] = b.x, acc[r][4 * h + 1] = b.y, acc[r][4 * h + 2] = b.z,
@@ -568,7 +610,7 @@ dw_slide(const xconv_canon p, const slide_geom sg, const char *__restrict__ x,
                 const int i1 = j1 * (int)p.stride[1] + k1 * (int)p.dil[1] - (int)p.pad_lo[1];
                 if (i1 < 0 || i1 >= X1) continue;
                 const uint32_t row = xn + i0 * (uint32_t)p.x_ss[0] + i1 * (uint32_t)p.x_ss[1];
-                const float4 *wr = wt + (k0 * K1 + k1) * KW * H * sg.cv;
+                const A4 *wr = wt + (k0 * K1 + k1) * KW * H * sg.cv;
                 if (c_lo == 0 && c_hi == COLS)
                     slide_row<D, KW, SW, false>(acc, x, row, xs2, 0, COLS, wr, sg.cv);
                 else
@@ -580,7 +622,7 @@ dw_slide(const xconv_canon p, const slide_geom sg, const char *__restrict__ x,
 #pragma unroll
         for (int r = 0; r < RUN; r++)
             if (ow0 + r < Y2)
-                vec_store<D, ES>(y + (size_t)(yb + (ow0 + r) * (uint32_t)p.y_ss[2]) * ES, acc[r]);
+                vec_store<D, YB>(y + (size_t)(yb + (ow0 + r) * (uint32_t)p.y_ss[2]) * YB, acc[r]);
     }
 }
 
@@ -694,18 +736,39 @@ int64_t vec_chunk(const xconv_canon *p, int V)
     return cc > p->cin ? p->cin : cc;
 }
 
-/* The 16-byte path: multiplier 1, channels contiguous, y's dtype x's, aligned rows. */
-bool vec_ok(const xconv_canon *p)
+bool is_float16x(xconv_dtype d)
+{
+    return d == XCONV_DTYPE_BF16 || d == XCONV_DTYPE_F16 || d == XCONV_DTYPE_F32;
+}
+
+/* The 16-byte channels-last path: multiplier 1, channels contiguous, aligned rows, and
+ * bf16 / f16 / f32 in and out with f32 sums or i8 / u8 in with u32 sums out to the same
+ * dtype or a 4-byte integer (YB: y's element bytes). */
+bool cl16_ok(const xconv_canon *p)
 {
     const xconv_dtype d = p->x_dtype;
-    if (d != XCONV_DTYPE_BF16 && d != XCONV_DTYPE_F16 && d != XCONV_DTYPE_F32) return false;
-    if (p->y_dtype != d || p->ct != XCONV_CT_F32 || p->cout_g != 1) return false;
-    if (p->x_sc != 1 || p->y_sc != 1) return false;
-    const int V = d == XCONV_DTYPE_F32 ? 4 : 8;
-    const int64_t must[] = {p->cin, p->x_off, p->x_sn, p->x_ss[0], p->x_ss[1], p->x_ss[2],
-                            p->y_off, p->y_sn, p->y_ss[0], p->y_ss[1], p->y_ss[2]};
+    const bool byte = d == XCONV_DTYPE_I8 || d == XCONV_DTYPE_U8;
+    if (is_float16x(d) ? p->y_dtype != d || p->ct != XCONV_CT_F32
+                       : !byte || p->ct != XCONV_CT_U32 ||
+                             (p->y_dtype != d && xconv_dtype_size(p->y_dtype) != 4))
+        return false;
+    if (p->cout_g != 1 || p->x_sc != 1 || p->y_sc != 1) return false;
+    const int64_t V = 16 / (int64_t)xconv_dtype_size(d);
+    const int64_t VY = 16 / (int64_t)xconv_dtype_size(p->y_dtype);
+    const int64_t must[] = {p->cin, p->x_off, p->x_sn, p->x_ss[0], p->x_ss[1], p->x_ss[2]};
+    const int64_t must_y[] = {p->y_off, p->y_sn, p->y_ss[0], p->y_ss[1], p->y_ss[2]};
     for (int64_t v : must)
         if (v % V) return false;
+    for (int64_t v : must_y)
+        if (v % VY) return false;
+    return true;
+}
+
+/* dw_vec: the 16-byte path's float dtypes with their weights within its stage. */
+bool vec_ok(const xconv_canon *p)
+{
+    if (!is_float16x(p->x_dtype) || !cl16_ok(p)) return false;
+    const int V = p->x_dtype == XCONV_DTYPE_F32 ? 4 : 8;
     const int64_t kvol = xconv__prod3(p->k_size);
     /* grid.x = positions / (4 or more) stays below 2^31 */
     if (kvol * V * 4 > VEC_WBYTES) return false;
@@ -714,7 +777,7 @@ bool vec_ok(const xconv_canon *p)
 }
 
 /* dw_slide's vectors per channel chunk: equal chunks, each at most a block's threads and
- * its weights and bias (f32) within the stage. */
+ * its weights and bias (4-byte sums) within the stage. */
 int64_t slide_chunk(const xconv_canon *p, int V)
 {
     const int64_t vecs = p->cin / V;
@@ -730,9 +793,9 @@ int64_t slide_chunk(const xconv_canon *p, int V)
  * fewer than 2^31 items. */
 bool slide_ok(const xconv_canon *p)
 {
-    if (!vec_ok(p) || (p->k_size[2] != 3 && p->k_size[2] != 5)) return false;
+    if (!cl16_ok(p) || (p->k_size[2] != 3 && p->k_size[2] != 5)) return false;
     if (p->dil[2] != 1 || p->stride[2] < 1 || p->stride[2] > 2) return false;
-    const int V = p->x_dtype == XCONV_DTYPE_F32 ? 4 : 8;
+    const int V = 16 / (int)xconv_dtype_size(p->x_dtype);
     if ((xconv__prod3(p->k_size) + 1) * V * 4 > SLIDE_WBYTES) return false;
     if (p->x_sn < 0 || p->y_sn < 0) return false;
     int64_t x_end = p->x_off + (p->n - 1) * p->x_sn + p->cin;
@@ -745,7 +808,7 @@ bool slide_ok(const xconv_canon *p)
                 p->x_size[d] >= ((int64_t)1 << 30))
             return false;
     }
-    const int run = slide_run((int)p->k_size[2], (int)p->stride[2]);
+    const int run = slide_run((int)p->k_size[2], (int)p->stride[2], V);
     const int64_t items = p->n * p->y_size[0] * p->y_size[1] * ((p->y_size[2] + run - 1) / run);
     const int64_t cv = slide_chunk(p, V);
     return x_end <= INT32_MAX && y_end <= INT32_MAX && items <= INT32_MAX &&
@@ -824,16 +887,16 @@ template <xconv_dtype D> void launch_vec(const xconv_canon *p, const xconv_exec 
                                                          (int)cc, positions);
 }
 
-template <xconv_dtype D>
+template <xconv_dtype D, int YB>
 void launch_slide(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
 {
     using kern_t = void (*)(const xconv_canon, const slide_geom, const char *, const char *,
                             const char *, char *);
-    static constexpr kern_t KERNS[2][2] = {{dw_slide<D, 3, 1>, dw_slide<D, 3, 2>},
-                                           {dw_slide<D, 5, 1>, dw_slide<D, 5, 2>}};
+    static constexpr kern_t KERNS[2][2] = {{dw_slide<D, YB, 3, 1>, dw_slide<D, YB, 3, 2>},
+                                           {dw_slide<D, YB, 5, 1>, dw_slide<D, YB, 5, 2>}};
     constexpr int V = vec_traits<D>::V;
     const kern_t kern = KERNS[p->k_size[2] == 5][p->stride[2] == 2];
-    const int run = slide_run((int)p->k_size[2], (int)p->stride[2]);
+    const int run = slide_run((int)p->k_size[2], (int)p->stride[2], V);
     const int64_t runs = (p->y_size[2] + run - 1) / run, cv = slide_chunk(p, V);
     const int64_t chunks = (p->cin / V + cv - 1) / cv;
     slide_geom sg;
@@ -859,26 +922,36 @@ void launch_slide(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
                                             (const char *)e->bias, (char *)e->y);
 }
 
-/* The 16-byte channels-last path: dw_slide where it fits, else dw_vec; XCONV_DW_OLD=1
- * (read per launch, for comparisons) keeps every problem on dw_vec. */
-template <xconv_dtype D>
-void launch_cl16(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
-{
-    const char *old = getenv("XCONV_DW_OLD");
-    if (slide_ok(p) && !(old && old[0] == '1')) launch_slide<D>(p, e, st);
-    else launch_vec<D>(p, e, st);
-}
-
+/* dw_slide where it fits, else dw_vec, dw_cf_direct, or the generic kernels; XCONV_DW_OLD=1
+ * (read per run, for comparisons) leaves dw_slide out. */
 xconv_status dw_run(const xconv_exec *e, xconv_error *err)
 {
     const xconv_canon *p = e->p;
-    const bool vec = vec_ok(p) && ((uintptr_t)e->x | (uintptr_t)e->y) % 16 == 0;
+    const char *old = getenv("XCONV_DW_OLD");
+    const bool aligned = ((uintptr_t)e->x | (uintptr_t)e->y) % 16 == 0;
+    const bool slide = aligned && !(old && old[0] == '1') && slide_ok(p);
+    const bool vec = aligned && vec_ok(p);
+    const bool y4 = xconv_dtype_size(p->y_dtype) == 4; /* i8 / u8 into i32 / u32 */
     return xconv__cuda_run(e, "cuda.depthwise", err, [&](cudaStream_t st) {
-        if (vec) {
+        if (slide) {
             switch (p->x_dtype) {
-            case XCONV_DTYPE_BF16: launch_cl16<XCONV_DTYPE_BF16>(p, e, st); break;
-            case XCONV_DTYPE_F16: launch_cl16<XCONV_DTYPE_F16>(p, e, st); break;
-            default: launch_cl16<XCONV_DTYPE_F32>(p, e, st); break;
+            case XCONV_DTYPE_BF16: launch_slide<XCONV_DTYPE_BF16, 2>(p, e, st); break;
+            case XCONV_DTYPE_F16: launch_slide<XCONV_DTYPE_F16, 2>(p, e, st); break;
+            case XCONV_DTYPE_F32: launch_slide<XCONV_DTYPE_F32, 4>(p, e, st); break;
+            case XCONV_DTYPE_I8:
+                if (y4) launch_slide<XCONV_DTYPE_I8, 4>(p, e, st);
+                else launch_slide<XCONV_DTYPE_I8, 1>(p, e, st);
+                break;
+            default:
+                if (y4) launch_slide<XCONV_DTYPE_U8, 4>(p, e, st);
+                else launch_slide<XCONV_DTYPE_U8, 1>(p, e, st);
+                break;
+            }
+        } else if (vec) {
+            switch (p->x_dtype) {
+            case XCONV_DTYPE_BF16: launch_vec<XCONV_DTYPE_BF16>(p, e, st); break;
+            case XCONV_DTYPE_F16: launch_vec<XCONV_DTYPE_F16>(p, e, st); break;
+            default: launch_vec<XCONV_DTYPE_F32>(p, e, st); break;
             }
         } else if (!channels_fastest(p) && cf_direct_ok(p)) {
             switch (p->x_dtype) {
