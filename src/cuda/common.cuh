@@ -13,6 +13,7 @@ extern "C" {
 #include "core/internal.h"
 }
 
+#include <cuda.h> /* CUtensorMap (the encoders are reached through cudart) */
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -56,6 +57,20 @@ void xconv__cuda_igemm_launch(const xconv_canon *p, const xconv_exec *e, cudaStr
  * cuda.igemm_tc's. */
 bool xconv__cuda_wgmma_fits(const xconv_canon *p, const char **why_not);
 void xconv__cuda_tc_launch(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream);
+/* n problems that differ only in y's view, the padding and w's taps (cuda.deconv_tc's stride
+ * phases, each with taps) in one launch of the wgmma kernel, its tiles numbered across them;
+ * false (nothing launched) where that kernel cannot take them all. */
+bool xconv__cuda_tc_launch_set(const xconv_canon *ps, int n, const xconv_exec *e,
+                               cudaStream_t stream);
+
+/* Tensor maps for the wgmma kernel's TMA loads (tma_maps.cu), false where the view or the
+ * driver does not allow one: w as B tiles of 128 bytes of channels x bn output channels;
+ * x in im2col mode as A tiles of bm output positions x 128 bytes of channels, with *q the
+ * kernel's view of p (negative dilations turned, their dims' bits in *flip) and *rank the
+ * map's rank (3-5: the spatial dims kept, channels and images). */
+bool xconv__cuda_map_w(const xconv_canon *p, const xconv_exec *e, int bn, CUtensorMap *map);
+bool xconv__cuda_map_x_im2col(const xconv_canon *p, const xconv_exec *e, int bm, CUtensorMap *map,
+                              int *rank, int *flip, xconv_canon *q);
 
 /* The number of multiprocessors of a device, at least 1. */
 int xconv__cuda_device_sms(int device);

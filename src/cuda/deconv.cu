@@ -6,11 +6,15 @@
  * so each phase is a plain conv over x: stride 1, dilation -(t/g), padding -c_r, the phase's
  * taps of w (every (s/g)-th from k_r), y viewed with stride s from r. The tensor-core kernel
  * (cuda.igemm_wgmma's on Hopper where the phase takes the 16-byte loader, else cuda.igemm_tc's)
- * runs each phase as is (its cp.async loader for channels-last rows of 16-byte multiples,
- * its gathering loader otherwise); a phase no tap hits gets the bias (or 0) through the same
- * kernel with an empty reduction, like the gather formula of ref.tmpl.h.
+ * runs the phases as they are: all in one launch of the wgmma TMA kernel where it takes them
+ * (up to 8 phases with taps; one launch per phase left each phase's last wave of blocks
+ * part-empty), else one launch per phase (the cp.async loader for channels-last rows of
+ * 16-byte multiples, the gathering loader otherwise); a phase no tap hits gets the bias (or
+ * 0) through the same kernel with an empty reduction, like the gather formula of ref.tmpl.h.
  */
 #include "cuda/common.cuh"
+
+#include <stdlib.h>
 
 namespace {
 
@@ -98,12 +102,36 @@ xconv_status deconv_run(const xconv_exec *e, xconv_error *err)
 
 void xconv__cuda_deconv_launch(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream)
 {
+    /* The phases with taps in one launch of the wgmma kernel where it takes them (at most 8:
+     * its launch parameter), else one launch per phase. */
+    xconv_canon set[8];
+    int n = 0;
+    bool one_launch = true;
     int64_t r[3];
     for (r[0] = 0; r[0] < p->stride[0]; r[0]++)
         for (r[1] = 0; r[1] < p->stride[1]; r[1]++)
             for (r[2] = 0; r[2] < p->stride[2]; r[2]++) {
                 xconv_canon q;
                 if (!phase(p, r, &q) || q.n * xconv__prod3(q.y_size) == 0) continue;
+                if (xconv__prod3(q.k_size) == 0) {
+                    xconv__cuda_tc_launch(&q, e, stream); /* the bias alone */
+                    continue;
+                }
+                if (n < 8) set[n] = q;
+                one_launch = one_launch && n < 8;
+                n++;
+            }
+    /* tuning knob: XCONV_DECONV_SPLIT=1 launches the phases one by one */
+    const char *split = getenv("XCONV_DECONV_SPLIT");
+    one_launch = one_launch && !(split && split[0] == '1');
+    if (n == 0 || (one_launch && xconv__cuda_tc_launch_set(set, n, e, stream))) return;
+    for (r[0] = 0; r[0] < p->stride[0]; r[0]++)
+        for (r[1] = 0; r[1] < p->stride[1]; r[1]++)
+            for (r[2] = 0; r[2] < p->stride[2]; r[2]++) {
+                xconv_canon q;
+                if (!phase(p, r, &q) || q.n * xconv__prod3(q.y_size) == 0 ||
+                    xconv__prod3(q.k_size) == 0)
+                    continue;
                 xconv__cuda_tc_launch(&q, e, stream);
             }
 }

@@ -60,7 +60,6 @@
  */
 #include "cuda/common.cuh"
 
-#include <cuda.h> /* CUtensorMap and its enums (the encoder is reached through cudart) */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -288,11 +287,22 @@ __device__ __forceinline__ void tma_load_a(uint32_t dst, const CUtensorMap *map,
 }
 #endif
 
-/* The tensor maps of a launch: B (w) and, where one could be made, A (x in im2col mode). */
-struct tma_maps {
-    CUtensorMap b, a;
+/* One problem of a TMA kernel's launch: the kernel's view of it, its tensor maps, where its
+ * tiles start in the launch's numbering. */
+struct tma_job {
+    CUtensorMap b, a; /* w as B tiles, x in im2col mode as A tiles */
+    xconv_canon p;
+    long long tile0;
     int a_rank; /* 3, 4 or 5: the spatial dims the A map keeps plus channels and images */
     int flip;   /* bit d: dim d's taps run backwards in A (B's tap k0, k1, k2 is K - 1 - k) */
+    bool y_vec; /* whole 16-byte pieces of y rows */
+};
+/* The problems of a launch (cuda.deconv_tc's stride phases, or one): a kernel parameter. */
+constexpr int MAX_JOBS = 8;
+struct tma_set {
+    tma_job job[MAX_JOBS];
+    long long tiles; /* of all jobs */
+    int count;
 };
 
 /* Where a TMA kernel's shared memory goes: nst pipeline stages from 0, the epilogue's y tile
@@ -348,7 +358,7 @@ template <kind K, int MT, int BN, bool TMA_B>
 __global__ void __launch_bounds__(THREADS, cfg<MT, BN>::minb)
 wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__restrict__ w,
              const char *__restrict__ bias, char *__restrict__ y, int y_es, bool y_vec,
-             const __grid_constant__ tma_maps maps)
+             const __grid_constant__ CUtensorMap tmb)
 {
 #if XCONV_WGMMA_ARCH
     constexpr bool is_float = K == kind::bf16 || K == kind::f16;
@@ -440,7 +450,7 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
         if constexpr (TMA_B) {
             if (tid == 0) {
                 mbar_expect(bars + 8 * slot, BN * BKB);
-                tma_load_b(sb, &maps.b, bars + 8 * slot, cb * (BKB / ES), t2, t1, t0,
+                tma_load_b(sb, &tmb, bars + 8 * slot, cb * (BKB / ES), t2, t1, t0,
                            (int)(g * p.cout_g + o0));
             }
             return;
@@ -502,14 +512,16 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
 /* The kernel with A and B by TMA, A in im2col mode: the copy engine walks a tile's output
  * positions, the padding and the image boundaries itself, so one thread issues a stage's two
  * copies and no thread computes an address (rn50_3x3_64 182 -> 261 TFLOP/s, c3d 476 -> 671
- * against cp.async A). Tiles are numbered m-tile fastest, then column tile, then group; a
- * block runs the tiles first, first + step, ... and its stages run on across them: thread 0
- * loads nst - 2 stages ahead, into the next tile's while this one's epilogue runs (with a
- * grid of fewer blocks than tiles, the epilogue has its own shared memory). */
+ * against cp.async A). Tiles are numbered job by job (set.job[j].tile0), within a job m-tile
+ * fastest, then column tile, then group; a block runs the tiles first, first + step, ... and
+ * its stages run on across them: thread 0 loads nst - 2 stages ahead, into the next tile's
+ * while this one's epilogue runs (with a grid of fewer blocks than tiles, the epilogue has
+ * its own shared memory). One launch over cuda.deconv_tc's phases fills the SMs that one
+ * launch per phase left idle in each phase's last wave. */
 template <kind K, int MT, int BN>
 __global__ void __launch_bounds__(THREADS, cfg<MT, BN>::minb)
-wgmma_tma_kernel(const xconv_canon p, const char *__restrict__ bias, char *__restrict__ y,
-                 int y_es, bool y_vec, const tma_smem lay, const __grid_constant__ tma_maps maps)
+wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ bias,
+                 char *__restrict__ y, int y_es, const tma_smem lay)
 {
 #if XCONV_WGMMA_ARCH
     constexpr bool is_float = K == kind::bf16 || K == kind::f16;
@@ -519,55 +531,79 @@ wgmma_tma_kernel(const xconv_canon p, const char *__restrict__ bias, char *__res
     extern __shared__ unsigned char smem_raw[];
     unsigned char *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
     const uint32_t sbase = smem_addr(smem), bars = sbase + lay.bars;
-    const int nst = lay.nst;
-
-    const int tid = threadIdx.x, wg = tid >> 7;
-    const int64_t Y0 = p.y_size[0], Y1 = p.y_size[1], Y2 = p.y_size[2];
-    const int64_t M = p.n * Y0 * Y1 * Y2;
-    const int64_t tm = (M + BM - 1) / BM, tn = (p.cout_g + BN - 1) / BN;
-    const int64_t ntile = tm * tn * p.groups;
+    const int nst = lay.nst, tid = threadIdx.x, wg = tid >> 7;
+    const int64_t ntile = set.tiles;
     const int64_t first = blockIdx.x + (int64_t)gridDim.x * (blockIdx.y + (int64_t)gridDim.y * blockIdx.z);
     const int64_t step = (int64_t)gridDim.x * gridDim.y * gridDim.z;
-    const int K0 = (int)p.k_size[0], K1 = (int)p.k_size[1], K2 = (int)p.k_size[2];
-    const int cchunks = (int)((p.cin_g * ES + BKB - 1) / BKB);
-    const int KT = K0 * K1 * K2 * cchunks;
 
-    /* Thread 0's loads: tile pt, its stage (cb, k0, k1, k2), into slot ps; the tile's window
-     * corner (innermost spatial dim first, in the A map's dims), image, group, columns. */
+    /* A job's tiling: m-tiles, column tiles, stages per tile. */
+    struct geom {
+        int64_t tm, tn, M;
+        int kt, cchunks;
+    };
+    auto geom_of = [](const xconv_canon &q) {
+        geom r;
+        r.M = q.n * q.y_size[0] * q.y_size[1] * q.y_size[2];
+        r.tm = (r.M + BM - 1) / BM;
+        r.tn = (q.cout_g + BN - 1) / BN;
+        r.cchunks = (int)((q.cin_g * ES + BKB - 1) / BKB);
+        r.kt = (int)(q.k_size[0] * q.k_size[1] * q.k_size[2]) * r.cchunks;
+        return r;
+    };
+    /* the job of tile t, from job j on (tiles only grow) */
+    auto job_of = [&](int64_t t, int j) {
+        while (j + 1 < set.count && t >= set.job[j + 1].tile0) j++;
+        return j;
+    };
+
+    /* Thread 0's loads: tile pt of job pj, its stage (cb, k0, k1, k2), into slot ps; the
+     * tile's window corner (innermost spatial dim first, in the A map's dims), image, first
+     * channel of x and first row of w; the job's taps, dilations, maps, kept in registers
+     * (thread 0 issues every stage's copies before the block's next barrier: reading them
+     * from the parameter space each stage cost up to 25% on the large layers). */
     int64_t pt = first;
-    int ps = 0, cb = 0, k0 = 0, k1 = 0, k2 = 0, corner[3], img = 0, pg = 0, po = 0;
+    int pj = 0, ps = 0, cb = 0, k0 = 0, k1 = 0, k2 = 0, corner[3], img = 0, pc0 = 0, po0 = 0;
+    int pk[3], pd[3], rank = 0, flip = 0;
+    const CUtensorMap *ma = nullptr, *mb = nullptr;
+    geom pgeo;
     auto start_tile = [&]() {
         if (pt >= ntile) return;
-        int64_t r = pt % tm * BM;
-        const int64_t j2 = r % Y2; r /= Y2;
-        const int64_t j1 = r % Y1; r /= Y1;
-        const int64_t j0 = r % Y0;
-        img = (int)(r / Y0);
-        corner[0] = (int)(j2 * p.stride[2] - p.pad_lo[2]);
-        corner[1] = (int)(j1 * p.stride[1] - p.pad_lo[1]);
-        corner[2] = (int)(j0 * p.stride[0] - p.pad_lo[0]);
-        po = (int)(pt / tm % tn * BN);
-        pg = (int)(pt / (tm * tn));
+        pj = job_of(pt, pj);
+        const tma_job &J = set.job[pj];
+        const xconv_canon &q = J.p;
+        pgeo = geom_of(q);
+        for (int d = 0; d < 3; d++) pk[d] = (int)q.k_size[d], pd[d] = (int)q.dil[d];
+        rank = J.a_rank, flip = J.flip, ma = &J.a, mb = &J.b;
+        const int64_t lt = pt - set.job[pj].tile0;
+        int64_t r = lt % pgeo.tm * BM;
+        const int64_t j2 = r % q.y_size[2]; r /= q.y_size[2];
+        const int64_t j1 = r % q.y_size[1]; r /= q.y_size[1];
+        const int64_t j0 = r % q.y_size[0];
+        img = (int)(r / q.y_size[0]);
+        corner[0] = (int)(j2 * q.stride[2] - q.pad_lo[2]);
+        corner[1] = (int)(j1 * q.stride[1] - q.pad_lo[1]);
+        corner[2] = (int)(j0 * q.stride[0] - q.pad_lo[0]);
+        const int64_t grp = lt / (pgeo.tm * pgeo.tn);
+        pc0 = (int)(grp * q.cin_g);
+        po0 = (int)(grp * q.cout_g + lt / pgeo.tm % pgeo.tn * BN);
     };
     auto load_next = [&]() {
-        if (pt >= ntile || KT == 0) return;
+        if (pt >= ntile || pgeo.kt == 0) return;
         const uint32_t sa = sbase + ps * STAGE_BYTES, bar = bars + 8 * ps;
-        const uint16_t off[3] = {(uint16_t)(k2 * p.dil[2]), (uint16_t)(k1 * p.dil[1]),
-                                 (uint16_t)(k0 * p.dil[0])};
+        const uint16_t off[3] = {(uint16_t)(k2 * pd[2]), (uint16_t)(k1 * pd[1]),
+                                 (uint16_t)(k0 * pd[0])};
         mbar_expect(bar, STAGE_BYTES);
-        tma_load_a(sa, &maps.a, bar, maps.a_rank, (int)(pg * p.cin_g) + cb * CPB, corner, img,
-                   off);
-        tma_load_b(sa + A_BYTES, &maps.b, bar, cb * CPB, maps.flip & 4 ? K2 - 1 - k2 : k2,
-                   maps.flip & 2 ? K1 - 1 - k1 : k1, maps.flip & 1 ? K0 - 1 - k0 : k0,
-                   (int)(pg * p.cout_g) + po);
+        tma_load_a(sa, ma, bar, rank, pc0 + cb * CPB, corner, img, off);
+        tma_load_b(sa + A_BYTES, mb, bar, cb * CPB, flip & 4 ? pk[2] - 1 - k2 : k2,
+                   flip & 2 ? pk[1] - 1 - k1 : k1, flip & 1 ? pk[0] - 1 - k0 : k0, po0);
         if (++ps == nst) ps = 0;
-        if (++cb < cchunks) return;
+        if (++cb < pgeo.cchunks) return;
         cb = 0;
-        if (++k2 < K2) return;
+        if (++k2 < pk[2]) return;
         k2 = 0;
-        if (++k1 < K1) return;
+        if (++k1 < pk[1]) return;
         k1 = 0;
-        if (++k0 < K0) return;
+        if (++k0 < pk[0]) return;
         k0 = 0;
         pt += step;
         start_tile();
@@ -581,14 +617,18 @@ wgmma_tma_kernel(const xconv_canon p, const char *__restrict__ bias, char *__res
     }
 
     acc_t acc[MT][BN / 2];
-    int cs = 0;        /* the slot and the parity of the stage the MMAs read next */
+    int cs = 0, cj = 0; /* the slot and the parity of the stage the MMAs read next; the job */
     uint32_t cpar = 0;
     for (int64_t t = first; t < ntile; t += step) {
+        cj = job_of(t, cj);
+        const tma_job &J = set.job[cj];
+        const geom cg = geom_of(J.p);
+        const int64_t lt = t - J.tile0;
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) acc[mt][i] = 0;
-        for (int kt = 0; kt < KT; kt++) {
+        for (int kt = 0; kt < cg.kt; kt++) {
             /* after this barrier every warpgroup has waited for the wgmma of two stages
              * back (below), whose slot thread 0 refills */
             __syncthreads();
@@ -601,11 +641,12 @@ wgmma_tma_kernel(const xconv_canon p, const char *__restrict__ bias, char *__res
         asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
         acc_fence<MT, BN>(acc);
         __syncthreads(); /* the y tile may lie over the stages, and the last tile's is read */
-        wg_epilogue<K, MT, BN>(acc, smem + lay.epi, p, bias, y, y_es, y_vec, tid, t % tm * BM,
-                               t / tm % tn * BN, t / (tm * tn), M, [] { __syncthreads(); });
+        wg_epilogue<K, MT, BN>(acc, smem + lay.epi, J.p, bias, y, y_es, J.y_vec, tid,
+                               lt % cg.tm * BM, lt / cg.tm % cg.tn * BN, lt / (cg.tm * cg.tn),
+                               cg.M, [] { __syncthreads(); });
     }
 #else
-    (void)p, (void)bias, (void)y, (void)y_es, (void)y_vec, (void)lay;
+    (void)bias, (void)y, (void)y_es, (void)lay;
     __trap(); /* never launched: supports() asks for a compute capability 9.0 device */
 #endif
 }
@@ -644,133 +685,35 @@ int pick_cfg(const xconv_canon *p)
     return best;
 }
 
-/* The TMA view of w for the B tiles: dims (channel, k2, k1, k0, output channel of every
- * group), box 128 bytes x 1 x 1 x 1 x BN. False (cp.async loads B) when the driver's encoder
- * is missing or refuses, a stride is not positive, or the groups' rows are not one run of
- * output channels (w_sg != cout_g * w_so). */
-typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
-                                    const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
-                                    const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                    CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-typedef CUresult (*encode_im2col_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
-                                     const cuuint64_t *, const cuuint64_t *, const int *,
-                                     const int *, cuuint32_t, cuuint32_t, const cuuint32_t *,
-                                     CUtensorMapInterleave, CUtensorMapSwizzle,
-                                     CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-/* A driver entry point through cudart (no link against libcuda), null when missing. */
-void *driver_fn(const char *name)
+/* Whole 16-byte pieces of y rows: channels contiguous and every row start aligned. */
+bool y_vec_ok(const xconv_canon *p, const xconv_exec *e)
 {
-    void *f = nullptr;
-    cudaDriverEntryPointQueryResult q;
-    if (cudaGetDriverEntryPointByVersion(name, &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-        f = nullptr;
-    (void)cudaGetLastError();
-    return f;
+    const int yes = (int)xconv_dtype_size(p->y_dtype);
+    bool vec = p->y_sc == 1 && (uintptr_t)e->y % 16 == 0;
+    const int64_t ys[] = {p->y_off, p->y_sn, p->y_ss[0], p->y_ss[1], p->y_ss[2], p->cout_g};
+    for (int64_t v : ys) vec = vec && aligned16(v, yes);
+    return vec;
 }
 
-encode_tiled_fn encoder()
+/* The jobs of ps[0..n) for the TMA kernel with BM x BN tiles: false where a tensor map cannot
+ * be made for one of them (or the knobs keep A on cp.async). */
+bool make_set(const xconv_canon *ps, int n, const xconv_exec *e, int bm, int bn, tma_set *set)
 {
-    static encode_tiled_fn fn = (encode_tiled_fn)driver_fn("cuTensorMapEncodeTiled");
-    return fn;
-}
-
-template <int BN>
-bool make_b_map_bn(const xconv_canon *p, const xconv_exec *e, CUtensorMap *map)
-{
-    const int es = (int)xconv_dtype_size(p->x_dtype);
-    encode_tiled_fn enc = encoder();
-    if (!enc || p->w_so <= 0 || (p->groups > 1 && p->w_sg != p->cout_g * p->w_so)) return false;
-    /* (the encoder's rules: dims in [1, 2^32], strides multiples of 16 below 2^40; a
-     * deconv phase without taps has a 0 dim and needs no B) */
-    cuuint64_t dims[5] = {(cuuint64_t)p->cin_g, (cuuint64_t)p->k_size[2], (cuuint64_t)p->k_size[1],
-                          (cuuint64_t)p->k_size[0], (cuuint64_t)(p->groups * p->cout_g)};
-    for (cuuint64_t d : dims)
-        if (d == 0 || d > (1ull << 32)) return false;
-    cuuint64_t strides[4];
-    for (int d = 0; d < 3; d++) {
-        const int64_t st = p->w_sk[2 - d];
-        if (dims[1 + d] > 1 && st <= 0) return false;
-        strides[d] = (cuuint64_t)((dims[1 + d] > 1 ? st : p->w_so) * es); /* size 1: any */
-    }
-    strides[3] = (cuuint64_t)(p->w_so * es);
-    for (cuuint64_t st : strides)
-        if (st % 16 || st >= (1ull << 40)) return false;
-    const cuuint32_t box[5] = {(cuuint32_t)(BKB / es), 1, 1, 1, (cuuint32_t)BN};
-    const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
-    void *base = (void *)((const char *)e->w + p->w_off * es);
-    return enc(map, es == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 5,
-               base, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
-/* The TMA view of x for the A tiles in im2col mode: dims (channels, the spatial dims from
- * the innermost, images), dropping outer spatial dims that are size 1 everywhere (a 1-D or
- * 2-D problem's), so the map's rank is 3, 4 or 5; box BM pixels x 128 bytes, 128-byte
- * swizzle, traversal steps = the conv strides, the bounding box of window corners
- * [-lo, (Y - 1) s - lo] per dim, zero fill outside x: the copy engine writes the A tile the
- * cp.async loader would, zeros included. A negative dilation t (cuda.deconv_tc's phases)
- * runs the dim's taps backwards: tap K - 1 - k at offset k |t| from the corner of padding
- * lo + (K - 1) |t|, written into *q (the kernel's view of p) with the dim's bit in m->flip.
- * False (cp.async loads A) where that does not hold or pays: channel runs shorter than one
- * 128-byte block (cuda.fold_tc's 48-byte rows ran 11% slower by TMA), a tap's block reading
- * into the next group's channels (groups > 1 with cin/groups not a multiple of 128 bytes,
- * zeros of B against them could make NaN), steps over 8, corners or tap offsets outside the
- * ranges the rank allows, strides that are not positive multiples of 16 bytes. */
-bool make_a_map(const xconv_canon *p, const xconv_exec *e, int bm, tma_maps *m, xconv_canon *q)
-{
-    static encode_im2col_fn enc = (encode_im2col_fn)driver_fn("cuTensorMapEncodeIm2col");
-    const int es = (int)xconv_dtype_size(p->x_dtype);
-    if (!enc || p->cin_g * es < BKB || (p->groups > 1 && (p->cin_g * es) % BKB)) return false;
-    *q = *p;
-    m->flip = 0;
-    for (int d = 0; d < 3; d++)
-        if (q->dil[d] < 0) {
-            q->pad_lo[d] = p->pad_lo[d] - (p->k_size[d] - 1) * p->dil[d];
-            q->dil[d] = -p->dil[d];
-            m->flip |= 1 << d;
-        }
-    int outer = 0; /* spatial dims 0 .. outer - 1 are size 1 everywhere */
-    while (outer < 2 && q->x_size[outer] == 1 && q->k_size[outer] == 1 &&
-           q->y_size[outer] == 1 && q->pad_lo[outer] == 0)
-        outer++;
-    const int rank = 5 - outer, lim = rank == 3 ? 32767 : rank == 4 ? 127 : 15;
-    cuuint64_t dims[5], strides[4];
-    cuuint32_t estr[5] = {1, 1, 1, 1, 1};
-    int lower[3], upper[3];
-    dims[0] = (cuuint64_t)q->cin;
-    cuuint64_t prev = (cuuint64_t)(q->cin * es); /* a stride any size-1 dim can take */
-    for (int i = 0; i < rank - 2; i++) {
-        const int d = 2 - i; /* innermost first */
-        const int64_t lo = q->pad_lo[d];
-        const int64_t hi = (q->y_size[d] - 1) * q->stride[d] + 1 - q->x_size[d] - lo;
-        if (q->stride[d] < 1 || q->stride[d] > 8 || (q->k_size[d] - 1) * q->dil[d] > lim ||
-            -lo < -lim - 1 || -lo > lim || hi < -lim - 1 || hi > lim)
+    const char *tv = getenv("XCONV_WGMMA_TMA"); /* tuning knob: 0 or 1 keeps A on cp.async */
+    if ((tv && (tv[0] == '0' || tv[0] == '1')) || n < 1 || n > MAX_JOBS) return false;
+    set->count = n;
+    set->tiles = 0;
+    for (int i = 0; i < n; i++) {
+        tma_job &J = set->job[i];
+        if (!xconv__cuda_map_w(&ps[i], e, bn, &J.b) ||
+            !xconv__cuda_map_x_im2col(&ps[i], e, bm, &J.a, &J.a_rank, &J.flip, &J.p))
             return false;
-        lower[i] = (int)-lo;
-        upper[i] = (int)hi;
-        dims[1 + i] = (cuuint64_t)q->x_size[d];
-        estr[1 + i] = (cuuint32_t)q->stride[d];
-        strides[i] = q->x_size[d] > 1 ? (cuuint64_t)(q->x_ss[d] * es) : prev;
-        if (q->x_size[d] > 1 && q->x_ss[d] <= 0) return false;
-        prev = strides[i] * dims[1 + i];
+        J.y_vec = y_vec_ok(&ps[i], e);
+        J.tile0 = set->tiles;
+        set->tiles += (ps[i].n * xconv__prod3(ps[i].y_size) + bm - 1) / bm *
+                      ((ps[i].cout_g + bn - 1) / bn) * ps[i].groups;
     }
-    dims[rank - 1] = (cuuint64_t)q->n;
-    strides[rank - 2] = q->n > 1 ? (cuuint64_t)(q->x_sn * es) : prev;
-    if (q->n > 1 && q->x_sn <= 0) return false;
-    for (int i = 0; i < rank; i++)
-        if (dims[i] == 0 || dims[i] > (1ull << 32)) return false;
-    for (int i = 0; i < rank - 1; i++)
-        if (strides[i] % 16 || strides[i] >= (1ull << 40)) return false;
-    void *base = (void *)((const char *)e->x + q->x_off * es);
-    m->a_rank = rank;
-    return enc(&m->a, es == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8,
-               (cuuint32_t)rank, base, dims, strides, lower, upper, (cuuint32_t)(BKB / es),
-               (cuuint32_t)bm, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+    return set->tiles <= INT32_MAX;
 }
 
 /* The TMA kernel's launch: each block one tile with the y tile over the stages, or a
@@ -781,15 +724,16 @@ bool make_a_map(const xconv_canon *p, const xconv_exec *e, int bm, tma_maps *m, 
  * tile: 68 -> 80 TFLOP/s), while longer reductions lost up to 30% to the fewer stages
  * (sdvae_512 714 -> 498). False when fewer than 3 stages fit (one loaded ahead). */
 template <kind K, int MT, int BN>
-bool launch_tma(const xconv_canon *q, const xconv_exec *e, cudaStream_t stream, int yes, bool vec,
-                const tma_maps &maps, int64_t kt, int persist)
+bool launch_tma(const tma_set &set, const xconv_exec *e, cudaStream_t stream, int persist)
 {
     constexpr int BM = 128 * MT, STAGE = (BM + BN) * BKB, STAGES = cfg<MT, BN>::stages;
-    const int64_t tm = (q->n * xconv__prod3(q->y_size) + BM - 1) / BM;
-    const int64_t tn = (q->cout_g + BN - 1) / BN;
+    const xconv_canon &q = set.job[0].p;
+    const int yes = (int)xconv_dtype_size(q.y_dtype);
+    const int64_t es = (int64_t)xconv_dtype_size(q.x_dtype);
+    const int64_t kt = xconv__prod3(q.k_size) * ((q.cin_g * es + BKB - 1) / BKB);
     const int epi = BM * (BN * yes + 16) + BM * 8 + BN * 4; /* wg_epilogue's y tile and bias */
     int limit = 0;
-    cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, q->device_index);
+    cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, q.device_index);
     const int room = limit - 2048; /* the mbarriers and the alignment */
     tma_smem lay;
     const int nst_p = (room - epi) / STAGE < STAGES ? (room - epi) / STAGE : STAGES;
@@ -807,64 +751,62 @@ bool launch_tma(const xconv_canon *q, const xconv_exec *e, cudaStream_t stream, 
     const int smem = lay.bars + 2048;
     auto kern = wgmma_tma_kernel<K, MT, BN>;
     cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    dim3 grid((unsigned)tm, (unsigned)tn, (unsigned)q->groups);
+    unsigned blocks = (unsigned)set.tiles;
     if (persist) {
         int per_sm = 0;
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, THREADS, smem);
-        const int64_t slots = xconv__cuda_device_sms(q->device_index) * (per_sm > 0 ? per_sm : 1);
-        const int64_t tiles = tm * tn * q->groups;
-        grid = dim3((unsigned)(tiles < slots ? tiles : slots), 1, 1);
+        const int64_t slots = xconv__cuda_device_sms(q.device_index) * (per_sm > 0 ? per_sm : 1);
+        if (slots < set.tiles) blocks = (unsigned)slots;
     }
-    kern<<<grid, THREADS, smem, stream>>>(*q, (const char *)e->bias, (char *)e->y, yes, vec, lay,
-                                          maps);
+    kern<<<blocks, THREADS, smem, stream>>>(set, (const char *)e->bias, (char *)e->y, yes, lay);
     return true;
 }
 
+/* ps[0..n) in BM x BN tiles: one launch of the TMA kernel where it takes them all, else (n ==
+ * 1 only) the cp.async kernel. False when nothing was launched. */
 template <kind K, int MT, int BN>
-void launch_cfg(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream, int yes, bool vec)
+bool launch_cfg(const xconv_canon *ps, int n, const xconv_exec *e, cudaStream_t stream)
 {
-    const int64_t M = p->n * xconv__prod3(p->y_size);
-    const int es = (int)xconv_dtype_size(p->x_dtype);
-    const int64_t kt = xconv__prod3(p->k_size) * ((p->cin_g * es + BKB - 1) / BKB);
-    tma_maps maps;
-    memset(&maps, 0, sizeof maps);
-    /* tuning knobs: XCONV_WGMMA_TMA=0 loads A and B by cp.async, =1 only B by TMA;
-     * XCONV_WGMMA_PERSIST=0 gives the TMA kernel one block per tile, =1 a persistent grid */
-    const char *tv = getenv("XCONV_WGMMA_TMA"), *pv = getenv("XCONV_WGMMA_PERSIST");
-    const int load = tv && tv[0] == '0' ? 0 : tv && tv[0] == '1' ? 1 : 2;
-    const bool tma_b = load >= 1 && make_b_map_bn<BN>(p, e, &maps.b);
-    xconv_canon q;
-    if (tma_b && load == 2 && make_a_map(p, e, 128 * MT, &maps, &q)) {
+    tma_set set;
+    if (make_set(ps, n, e, 128 * MT, BN, &set)) {
+        /* tuning knob: XCONV_WGMMA_PERSIST=0 gives the TMA kernel one block per tile, =1 a
+         * persistent grid */
+        const char *pv = getenv("XCONV_WGMMA_PERSIST");
         const int persist = pv && pv[0] == '1' ? 1 : pv && pv[0] == '0' ? 0 : -1;
-        if (launch_tma<K, MT, BN>(&q, e, stream, yes, vec, maps, kt, persist) ||
-            launch_tma<K, MT, BN>(&q, e, stream, yes, vec, maps, kt, 0))
-            return;
+        if (launch_tma<K, MT, BN>(set, e, stream, persist) ||
+            launch_tma<K, MT, BN>(set, e, stream, 0))
+            return true;
     }
-    const dim3 grid((unsigned)((M + 128 * MT - 1) / (128 * MT)),
+    if (n != 1) return false;
+    const xconv_canon *p = ps;
+    const int es = (int)xconv_dtype_size(p->x_dtype), yes = (int)xconv_dtype_size(p->y_dtype);
+    const int64_t kt = xconv__prod3(p->k_size) * ((p->cin_g * es + BKB - 1) / BKB);
+    CUtensorMap map;
+    memset(&map, 0, sizeof map);
+    const char *tv = getenv("XCONV_WGMMA_TMA"); /* tuning knob: 0 loads B by cp.async too */
+    const bool tma_b = !(tv && tv[0] == '0') && xconv__cuda_map_w(p, e, BN, &map);
+    const dim3 grid((unsigned)((p->n * xconv__prod3(p->y_size) + 128 * MT - 1) / (128 * MT)),
                     (unsigned)((p->cout_g + BN - 1) / BN), (unsigned)p->groups);
     const int smem = smem_bytes<MT, BN>((int)kt);
     auto kern = tma_b ? wgmma_kernel<K, MT, BN, true> : wgmma_kernel<K, MT, BN, false>;
     cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     kern<<<grid, THREADS, smem, stream>>>(*p, (const char *)e->x, (const char *)e->w,
-                                          (const char *)e->bias, (char *)e->y, yes, vec, maps);
+                                          (const char *)e->bias, (char *)e->y, yes,
+                                          y_vec_ok(p, e), map);
+    return true;
 }
 
 template <kind K>
-void launch(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream, int c)
+bool launch(const xconv_canon *ps, int n, const xconv_exec *e, cudaStream_t stream, int c)
 {
-    const int yes = (int)xconv_dtype_size(p->y_dtype);
-    /* Whole 16-byte pieces of y rows: channels contiguous and every row start aligned. */
-    bool vec = p->y_sc == 1 && (uintptr_t)e->y % 16 == 0;
-    const int64_t ys[] = {p->y_off, p->y_sn, p->y_ss[0], p->y_ss[1], p->y_ss[2], p->cout_g};
-    for (int64_t v : ys) vec = vec && aligned16(v, yes);
     switch (c) {
-    case 0: launch_cfg<K, 1, 256>(p, e, stream, yes, vec); break;
-    case 1: launch_cfg<K, 2, 128>(p, e, stream, yes, vec); break;
-    case 2: launch_cfg<K, 1, 192>(p, e, stream, yes, vec); break;
-    case 3: launch_cfg<K, 1, 160>(p, e, stream, yes, vec); break;
-    case 4: launch_cfg<K, 1, 128>(p, e, stream, yes, vec); break;
-    case 5: launch_cfg<K, 2, 64>(p, e, stream, yes, vec); break;
-    default: launch_cfg<K, 1, 64>(p, e, stream, yes, vec); break;
+    case 0: return launch_cfg<K, 1, 256>(ps, n, e, stream);
+    case 1: return launch_cfg<K, 2, 128>(ps, n, e, stream);
+    case 2: return launch_cfg<K, 1, 192>(ps, n, e, stream);
+    case 3: return launch_cfg<K, 1, 160>(ps, n, e, stream);
+    case 4: return launch_cfg<K, 1, 128>(ps, n, e, stream);
+    case 5: return launch_cfg<K, 2, 64>(ps, n, e, stream);
+    default: return launch_cfg<K, 1, 64>(ps, n, e, stream);
     }
 }
 
@@ -913,24 +855,29 @@ bool xconv__cuda_wgmma_fits(const xconv_canon *p, const char **why_not)
     return true;
 }
 
-/* p on the tensor cores: the wgmma kernel where it fits and the pointers are 16-byte
- * aligned, else cuda.igemm_tc's kernel (which picks its loader). */
-void xconv__cuda_tc_launch(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream)
+bool xconv__cuda_tc_launch_set(const xconv_canon *ps, int n, const xconv_exec *e,
+                               cudaStream_t stream)
 {
     const char *why;
-    if (!xconv__cuda_wgmma_fits(p, &why) || !xconv__cuda_igemm_ptrs_ok(e, p)) {
-        xconv__cuda_igemm_launch(p, e, stream);
-        return;
-    }
-    int c = pick_cfg(p);
+    if (n < 1 || n > MAX_JOBS || !xconv__cuda_igemm_ptrs_ok(e, ps)) return false;
+    for (int i = 0; i < n; i++)
+        if (!xconv__cuda_wgmma_fits(&ps[i], &why)) return false;
+    int c = pick_cfg(ps);
     /* tuning knob: XCONV_WGMMA_CFG=0..6 forces a configuration (an index of CFGS) */
     if (const char *f = getenv("XCONV_WGMMA_CFG"))
         if (f[0] >= '0' && f[0] <= '6' && f[1] == 0) c = f[0] - '0';
-    switch (p->x_dtype) {
-    case XCONV_DTYPE_BF16: launch<kind::bf16>(p, e, stream, c); break;
-    case XCONV_DTYPE_F16: launch<kind::f16>(p, e, stream, c); break;
-    case XCONV_DTYPE_I8: launch<kind::s8>(p, e, stream, c); break;
-    case XCONV_DTYPE_U8: launch<kind::u8>(p, e, stream, c); break;
-    default: break;
+    switch (ps->x_dtype) {
+    case XCONV_DTYPE_BF16: return launch<kind::bf16>(ps, n, e, stream, c);
+    case XCONV_DTYPE_F16: return launch<kind::f16>(ps, n, e, stream, c);
+    case XCONV_DTYPE_I8: return launch<kind::s8>(ps, n, e, stream, c);
+    case XCONV_DTYPE_U8: return launch<kind::u8>(ps, n, e, stream, c);
+    default: return false;
     }
+}
+
+/* p on the tensor cores: the wgmma kernels where they fit and the pointers are 16-byte
+ * aligned, else cuda.igemm_tc's kernel (which picks its loader). */
+void xconv__cuda_tc_launch(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream)
+{
+    if (!xconv__cuda_tc_launch_set(p, 1, e, stream)) xconv__cuda_igemm_launch(p, e, stream);
 }

@@ -257,6 +257,8 @@ static problem random_problem_once(shape_kind kind)
             cout_g = rnd_in(0, 2) == 0 ? rnd_in(1, 64) : rnd_in(0, 1) ? rnd_in(65, 160)
                                                                      : rnd_in(161, 300);
         }
+        if (kind == SHAPE_DECONV && rnd_in(0, 2) == 0) /* whole 128-byte blocks: the phases */
+            cin_g = 64 * rnd_in(1, 3);                 /* in one launch of the TMA kernel */
         if (dw) { /* channel counts of 8k reach the 16-byte path */
             g = rnd() & 1 ? 8 * rnd_in(1, 4) : rnd_in(1, 20);
             cin_g = 1;
