@@ -517,8 +517,10 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
  * its stages run on across them: thread 0 loads nst - 2 stages ahead, into the next tile's
  * while this one's epilogue runs (with a grid of fewer blocks than tiles, the epilogue has
  * its own shared memory). One launch over cuda.deconv_tc's phases fills the SMs that one
- * launch per phase left idle in each phase's last wave. */
-template <kind K, int MT, int BN>
+ * launch per phase left idle in each phase's last wave. MULTI: more than one job; with one,
+ * the job's fields are read at fixed parameter offsets (a run-time job index made every read
+ * a generic load: 10-15% slower on the large layers). */
+template <kind K, int MT, int BN, bool MULTI>
 __global__ void __launch_bounds__(THREADS, cfg<MT, BN>::minb)
 wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ bias,
                  char *__restrict__ y, int y_es, const tma_smem lay)
@@ -552,7 +554,8 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
     };
     /* the job of tile t, from job j on (tiles only grow) */
     auto job_of = [&](int64_t t, int j) {
-        while (j + 1 < set.count && t >= set.job[j + 1].tile0) j++;
+        if constexpr (MULTI)
+            while (j + 1 < set.count && t >= set.job[j + 1].tile0) j++;
         return j;
     };
 
@@ -569,12 +572,12 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
     auto start_tile = [&]() {
         if (pt >= ntile) return;
         pj = job_of(pt, pj);
-        const tma_job &J = set.job[pj];
+        const tma_job &J = set.job[MULTI ? pj : 0];
         const xconv_canon &q = J.p;
         pgeo = geom_of(q);
         for (int d = 0; d < 3; d++) pk[d] = (int)q.k_size[d], pd[d] = (int)q.dil[d];
         rank = J.a_rank, flip = J.flip, ma = &J.a, mb = &J.b;
-        const int64_t lt = pt - set.job[pj].tile0;
+        const int64_t lt = pt - J.tile0;
         int64_t r = lt % pgeo.tm * BM;
         const int64_t j2 = r % q.y_size[2]; r /= q.y_size[2];
         const int64_t j1 = r % q.y_size[1]; r /= q.y_size[1];
@@ -621,7 +624,7 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
     uint32_t cpar = 0;
     for (int64_t t = first; t < ntile; t += step) {
         cj = job_of(t, cj);
-        const tma_job &J = set.job[cj];
+        const tma_job &J = set.job[MULTI ? cj : 0];
         const geom cg = geom_of(J.p);
         const int64_t lt = t - J.tile0;
 #pragma unroll
@@ -749,7 +752,7 @@ bool launch_tma(const tma_set &set, const xconv_exec *e, cudaStream_t stream, in
     }
     if (lay.nst < 3 || lay.bars + 2048 > limit) return false;
     const int smem = lay.bars + 2048;
-    auto kern = wgmma_tma_kernel<K, MT, BN>;
+    auto kern = set.count > 1 ? wgmma_tma_kernel<K, MT, BN, true> : wgmma_tma_kernel<K, MT, BN, false>;
     cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     unsigned blocks = (unsigned)set.tiles;
     if (persist) {

@@ -231,6 +231,9 @@ static problem random_problem_once(shape_kind kind)
     const bool tc = kind == SHAPE_TC || kind == SHAPE_DECONV || kind == SHAPE_PATCH || wg || cfk ||
                     f32k || fold;
     const bool dw = kind == SHAPE_DEPTHWISE, patch = kind == SHAPE_PATCH;
+    /* a quarter of the depthwise problems shaped for dw_slide: channels-last, 16k channels,
+     * 3- or 5-wide innermost windows at stride 1-2, 16-byte and 1-byte dtypes */
+    const bool slide = dw && rnd() % 4 == 0;
     static const xconv_dtype tc_dtypes[] = {XCONV_DTYPE_BF16, XCONV_DTYPE_F16, XCONV_DTYPE_I8,
                                             XCONV_DTYPE_U8, XCONV_DTYPE_F8E4M3, XCONV_DTYPE_F8E5M2};
     problem pb;
@@ -239,7 +242,7 @@ static problem random_problem_once(shape_kind kind)
     const xconv_op op = kind == SHAPE_DECONV || ((kind == SHAPE_ANY || cfk) && (rnd() & 1))
                             ? XCONV_OP_CONV_TRANSPOSE
                             : XCONV_OP_CONV;
-    const xconv_layout L = !cfk && ((tc && !patch && !f32k && !fold) || (rnd() & 1))
+    const xconv_layout L = slide || (!cfk && ((tc && !patch && !f32k && !fold) || (rnd() & 1)))
                                ? XCONV_LAYOUT_CHANNELS_LAST
                                : XCONV_LAYOUT_CHANNELS_FIRST;
     xconv_params q = xconv_params_init(op, d, L);
@@ -260,9 +263,9 @@ static problem random_problem_once(shape_kind kind)
         if (kind == SHAPE_DECONV && rnd_in(0, 2) == 0) /* whole 128-byte blocks: the phases */
             cin_g = 64 * rnd_in(1, 3);                 /* in one launch of the TMA kernel */
         if (dw) { /* channel counts of 8k reach the 16-byte path */
-            g = rnd() & 1 ? 8 * rnd_in(1, 4) : rnd_in(1, 20);
+            g = slide ? 16 * rnd_in(1, 4) : rnd() & 1 ? 8 * rnd_in(1, 4) : rnd_in(1, 20);
             cin_g = 1;
-            cout_g = rnd_in(0, 3) == 0 ? 2 : 1;
+            cout_g = !slide && rnd_in(0, 3) == 0 ? 2 : 1;
         }
         if (patch) {
             g = 1;
@@ -283,6 +286,11 @@ static problem random_problem_once(shape_kind kind)
             q.dilation[i] = rnd_in(1, 2);
             q.pad_lo[i] = rnd_in(0, 2);
             q.pad_hi[i] = rnd_in(0, 2);
+            if (slide && i == d - 1) {
+                ks[i] = rnd() & 1 ? 3 : 5;
+                q.stride[i] = rnd_in(1, 2);
+                q.dilation[i] = 1;
+            }
             if (patch) { /* windows tile x; sometimes one window per image */
                 ks[i] = rnd_in(1, 4);
                 q.stride[i] = ks[i];
@@ -309,6 +317,9 @@ static problem random_problem_once(shape_kind kind)
     xconv_dtype xd = tc ? tc_dtypes[rnd() % 6] : (xconv_dtype)rnd_in(1, XCONV_DTYPE_COUNT - 1);
     if (wg) xd = tc_dtypes[rnd() % 4]; /* bf16, f16, i8, u8 */
     if (dw && (rnd() & 1)) xd = dw_dtypes[rnd() % 3]; /* the 16-byte and direct paths */
+    static const xconv_dtype slide_dtypes[] = {XCONV_DTYPE_BF16, XCONV_DTYPE_F16, XCONV_DTYPE_F32,
+                                               XCONV_DTYPE_I8, XCONV_DTYPE_U8};
+    if (slide) xd = slide_dtypes[rnd() % 5];
     if (f32k) xd = XCONV_DTYPE_F32;
     const xconv_dtype yd = f32k ? XCONV_DTYPE_F32 : pick_out_dtype(xd);
     const int64_t cin = g * cin_g, cout = g * cout_g;
