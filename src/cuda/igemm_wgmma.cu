@@ -244,6 +244,10 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
                      : "memory");
     } while (!done);
 }
+__device__ __forceinline__ void mbar_arrive(uint32_t bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
 __device__ __forceinline__ void mbar_expect(uint32_t bar, int bytes)
 {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
@@ -509,19 +513,41 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
 #endif
 }
 
+/* The TMA kernel's threads: two consumer warpgroups (the MMAs, the epilogue) and a producer
+ * warpgroup whose first thread issues the copies. The producer gives registers to the
+ * consumers (setmaxnreg: with 384 threads the compiler's cap at entry is 168 per thread,
+ * which spilled the 256-wide tiles' accumulators). setmaxnreg.inc waits until the block's
+ * own released registers cover it, so the consumers may take only what the producer gave
+ * back: 256 (C - E) <= 128 (E - P) with E the entry cap (a request beyond it hung the
+ * kernel on the device). */
+constexpr int TMA_THREADS = THREADS + 128;
+template <int MINB> constexpr int entry_regs() { return 65536 / (TMA_THREADS * MINB) / 8 * 8; }
+template <int MINB> constexpr int producer_regs() { return MINB == 1 ? 56 : 40; }
+template <int MINB> constexpr int consumer_regs() { return MINB == 1 ? 224 : 96; }
+static_assert(THREADS * (consumer_regs<1>() - entry_regs<1>()) <=
+                      (TMA_THREADS - THREADS) * (entry_regs<1>() - producer_regs<1>()) &&
+                  THREADS * (consumer_regs<2>() - entry_regs<2>()) <=
+                      (TMA_THREADS - THREADS) * (entry_regs<2>() - producer_regs<2>()),
+              "the consumers' registers must come from the producer's");
+
 /* The kernel with A and B by TMA, A in im2col mode: the copy engine walks a tile's output
  * positions, the padding and the image boundaries itself, so one thread issues a stage's two
  * copies and no thread computes an address (rn50_3x3_64 182 -> 261 TFLOP/s, c3d 476 -> 671
- * against cp.async A). Tiles are numbered job by job (set.job[j].tile0), within a job m-tile
- * fastest, then column tile, then group; a block runs the tiles first, first + step, ... and
- * its stages run on across them: thread 0 loads nst - 2 stages ahead, into the next tile's
- * while this one's epilogue runs (with a grid of fewer blocks than tiles, the epilogue has
- * its own shared memory). One launch over cuda.deconv_tc's phases fills the SMs that one
- * launch per phase left idle in each phase's last wave. MULTI: more than one job; with one,
- * the job's fields are read at fixed parameter offsets (a run-time job index made every read
- * a generic load: 10-15% slower on the large layers). */
+ * against cp.async A). That thread is a producer warp's: it waits for a slot to be free (its
+ * "empty" mbarrier, one arrival per consumer warp once the wgmma that read it is done) and
+ * loads it ("full" mbarrier), all nst slots ahead; the consumer warpgroups only wait for full
+ * slots, so no block-wide barrier per stage (ncu: the barrier after each stage, with thread 0
+ * of the MMA warps issuing the copies, took 35-48% of the warps' stall cycles).
+ * Tiles are numbered job by job (set.job[j].tile0), within a job m-tile fastest, then column
+ * tile, then group; a block runs the tiles first, first + step, ... and its stages run on
+ * across them, into the next tile's while this one's epilogue runs (with a grid of fewer
+ * blocks than tiles, the epilogue has its own shared memory). One launch over
+ * cuda.deconv_tc's phases fills the SMs that one launch per phase left idle in each phase's
+ * last wave. MULTI: more than one job; with one, the job's fields are read at fixed parameter
+ * offsets (a run-time job index made every read a generic load: 10-15% slower on the large
+ * layers). */
 template <kind K, int MT, int BN, bool MULTI>
-__global__ void __launch_bounds__(THREADS, cfg<MT, BN>::minb)
+__global__ void __launch_bounds__(TMA_THREADS, cfg<MT, BN>::minb)
 wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ bias,
                  char *__restrict__ y, int y_es, const tma_smem lay)
 {
@@ -532,8 +558,8 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
     constexpr int BM = 128 * MT, A_BYTES = BM * BKB, STAGE_BYTES = (BM + BN) * BKB;
     extern __shared__ unsigned char smem_raw[];
     unsigned char *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
-    const uint32_t sbase = smem_addr(smem), bars = sbase + lay.bars;
     const int nst = lay.nst, tid = threadIdx.x, wg = tid >> 7;
+    const uint32_t sbase = smem_addr(smem), full = sbase + lay.bars, empty = full + 8 * nst;
     const int64_t ntile = set.tiles;
     const int64_t first = blockIdx.x + (int64_t)gridDim.x * (blockIdx.y + (int64_t)gridDim.y * blockIdx.z);
     const int64_t step = (int64_t)gridDim.x * gridDim.y * gridDim.z;
@@ -559,66 +585,86 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
         return j;
     };
 
-    /* Thread 0's loads: tile pt of job pj, its stage (cb, k0, k1, k2), into slot ps; the
-     * tile's window corner (innermost spatial dim first, in the A map's dims), image, first
-     * channel of x and first row of w; the job's taps, dilations, maps, kept in registers
-     * (thread 0 issues every stage's copies before the block's next barrier: reading them
-     * from the parameter space each stage cost up to 25% on the large layers). */
-    int64_t pt = first;
-    int pj = 0, ps = 0, cb = 0, k0 = 0, k1 = 0, k2 = 0, corner[3], img = 0, pc0 = 0, po0 = 0;
-    int pk[3], pd[3], rank = 0, flip = 0;
-    const CUtensorMap *ma = nullptr, *mb = nullptr;
-    geom pgeo;
-    auto start_tile = [&]() {
-        if (pt >= ntile) return;
-        pj = job_of(pt, pj);
-        const tma_job &J = set.job[MULTI ? pj : 0];
-        const xconv_canon &q = J.p;
-        pgeo = geom_of(q);
-        for (int d = 0; d < 3; d++) pk[d] = (int)q.k_size[d], pd[d] = (int)q.dil[d];
-        rank = J.a_rank, flip = J.flip, ma = &J.a, mb = &J.b;
-        const int64_t lt = pt - J.tile0;
-        int64_t r = lt % pgeo.tm * BM;
-        const int64_t j2 = r % q.y_size[2]; r /= q.y_size[2];
-        const int64_t j1 = r % q.y_size[1]; r /= q.y_size[1];
-        const int64_t j0 = r % q.y_size[0];
-        img = (int)(r / q.y_size[0]);
-        corner[0] = (int)(j2 * q.stride[2] - q.pad_lo[2]);
-        corner[1] = (int)(j1 * q.stride[1] - q.pad_lo[1]);
-        corner[2] = (int)(j0 * q.stride[0] - q.pad_lo[0]);
-        const int64_t grp = lt / (pgeo.tm * pgeo.tn);
-        pc0 = (int)(grp * q.cin_g);
-        po0 = (int)(grp * q.cout_g + lt / pgeo.tm % pgeo.tn * BN);
-    };
-    auto load_next = [&]() {
-        if (pt >= ntile || pgeo.kt == 0) return;
-        const uint32_t sa = sbase + ps * STAGE_BYTES, bar = bars + 8 * ps;
-        const uint16_t off[3] = {(uint16_t)(k2 * pd[2]), (uint16_t)(k1 * pd[1]),
-                                 (uint16_t)(k0 * pd[0])};
-        mbar_expect(bar, STAGE_BYTES);
-        tma_load_a(sa, ma, bar, rank, pc0 + cb * CPB, corner, img, off);
-        tma_load_b(sa + A_BYTES, mb, bar, cb * CPB, flip & 4 ? pk[2] - 1 - k2 : k2,
-                   flip & 2 ? pk[1] - 1 - k1 : k1, flip & 1 ? pk[0] - 1 - k0 : k0, po0);
-        if (++ps == nst) ps = 0;
-        if (++cb < pgeo.cchunks) return;
-        cb = 0;
-        if (++k2 < pk[2]) return;
-        k2 = 0;
-        if (++k1 < pk[1]) return;
-        k1 = 0;
-        if (++k0 < pk[0]) return;
-        k0 = 0;
-        pt += step;
-        start_tile();
-    };
-
     if (tid == 0) {
-        for (int s = 0; s < nst; s++) mbar_init(bars + 8 * s, 1);
+        for (int s = 0; s < nst; s++) {
+            mbar_init(full + 8 * s, 1);
+            mbar_init(empty + 8 * s, THREADS / 32);
+        }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads(); /* the last block-wide barrier: the producer warp leaves early */
+
+    constexpr int MINB = cfg<MT, BN>::minb;
+    if (tid >= THREADS) { /* the producer warpgroup */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(producer_regs<MINB>()));
+        if (tid != THREADS) return;
+        /* tile pt of job pj, its stage (cb, k0, k1, k2), into slot ps once the slot's
+         * empty phase pe is done (the first round passes: parity 1 is the phase before the
+         * barrier's first); the tile's window corner (innermost spatial dim first, in the A
+         * map's dims), image, first channel of x and first row of w; the job's taps,
+         * dilations, maps */
+        int64_t pt = first;
+        int pj = 0, ps = 0, cb = 0, k0 = 0, k1 = 0, k2 = 0, corner[3], img = 0, pc0 = 0, po0 = 0;
+        int pk[3], pd[3], rank = 0, flip = 0;
+        uint32_t pe = 1;
+        const CUtensorMap *ma = nullptr, *mb = nullptr;
+        geom pgeo;
+        auto start_tile = [&]() {
+            if (pt >= ntile) return;
+            pj = job_of(pt, pj);
+            const tma_job &J = set.job[MULTI ? pj : 0];
+            const xconv_canon &q = J.p;
+            pgeo = geom_of(q);
+            for (int d = 0; d < 3; d++) pk[d] = (int)q.k_size[d], pd[d] = (int)q.dil[d];
+            rank = J.a_rank, flip = J.flip, ma = &J.a, mb = &J.b;
+            const int64_t lt = pt - J.tile0;
+            int64_t r = lt % pgeo.tm * BM;
+            const int64_t j2 = r % q.y_size[2]; r /= q.y_size[2];
+            const int64_t j1 = r % q.y_size[1]; r /= q.y_size[1];
+            const int64_t j0 = r % q.y_size[0];
+            img = (int)(r / q.y_size[0]);
+            corner[0] = (int)(j2 * q.stride[2] - q.pad_lo[2]);
+            corner[1] = (int)(j1 * q.stride[1] - q.pad_lo[1]);
+            corner[2] = (int)(j0 * q.stride[0] - q.pad_lo[0]);
+            const int64_t grp = lt / (pgeo.tm * pgeo.tn);
+            pc0 = (int)(grp * q.cin_g);
+            po0 = (int)(grp * q.cout_g + lt / pgeo.tm % pgeo.tn * BN);
+        };
         start_tile();
-        for (int s = 0; s < nst - 2; s++) load_next();
+        while (pt < ntile) {
+            if (pgeo.kt == 0) { /* bias only: nothing to load */
+                pt += step;
+                start_tile();
+                continue;
+            }
+            mbar_wait(empty + 8 * ps, pe);
+            const uint32_t sa = sbase + ps * STAGE_BYTES, bar = full + 8 * ps;
+            const uint16_t off[3] = {(uint16_t)(k2 * pd[2]), (uint16_t)(k1 * pd[1]),
+                                     (uint16_t)(k0 * pd[0])};
+            mbar_expect(bar, STAGE_BYTES);
+            tma_load_a(sa, ma, bar, rank, pc0 + cb * CPB, corner, img, off);
+            tma_load_b(sa + A_BYTES, mb, bar, cb * CPB, flip & 4 ? pk[2] - 1 - k2 : k2,
+                       flip & 2 ? pk[1] - 1 - k1 : k1, flip & 1 ? pk[0] - 1 - k0 : k0, po0);
+            if (++ps == nst) ps = 0, pe ^= 1;
+            if (++cb < pgeo.cchunks) continue;
+            cb = 0;
+            if (++k2 < pk[2]) continue;
+            k2 = 0;
+            if (++k1 < pk[1]) continue;
+            k1 = 0;
+            if (++k0 < pk[0]) continue;
+            k0 = 0;
+            pt += step;
+            start_tile();
+        }
+        return;
     }
 
+    /* The consumer warpgroups: wait for a full slot, MMAs, and once the wgmma that read a
+     * slot is done (wait_group 1 after the next one), each warp's lane 0 frees the slot. */
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(consumer_regs<MINB>()));
+    auto consumers_sync = [] { asm volatile("bar.sync 1, %0;" ::"n"(THREADS) : "memory"); };
+    const bool lead = (tid & 31) == 0;
     acc_t acc[MT][BN / 2];
     int cs = 0, cj = 0; /* the slot and the parity of the stage the MMAs read next; the job */
     uint32_t cpar = 0;
@@ -631,22 +677,22 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) acc[mt][i] = 0;
+        int held = -1; /* the slot an unfinished wgmma still reads */
         for (int kt = 0; kt < cg.kt; kt++) {
-            /* after this barrier every warpgroup has waited for the wgmma of two stages
-             * back (below), whose slot thread 0 refills */
-            __syncthreads();
-            mbar_wait(bars + 8 * cs, cpar);
+            mbar_wait(full + 8 * cs, cpar);
             mma_stage<K, MT, BN>(acc, sbase + cs * STAGE_BYTES, A_BYTES, wg);
-            if (tid == 0) load_next();
             asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+            if (held >= 0 && lead) mbar_arrive(empty + 8 * held);
+            held = cs;
             if (++cs == nst) cs = 0, cpar ^= 1;
         }
         asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
         acc_fence<MT, BN>(acc);
-        __syncthreads(); /* the y tile may lie over the stages, and the last tile's is read */
+        if (held >= 0 && lead) mbar_arrive(empty + 8 * held);
+        consumers_sync(); /* the y tile may lie over the stages, and the last tile's is read */
         wg_epilogue<K, MT, BN>(acc, smem + lay.epi, J.p, bias, y, y_es, J.y_vec, tid,
                                lt % cg.tm * BM, lt / cg.tm % cg.tn * BN, lt / (cg.tm * cg.tn),
-                               cg.M, [] { __syncthreads(); });
+                               cg.M, consumers_sync);
     }
 #else
     (void)bias, (void)y, (void)y_es, (void)lay;
@@ -757,11 +803,11 @@ bool launch_tma(const tma_set &set, const xconv_exec *e, cudaStream_t stream, in
     unsigned blocks = (unsigned)set.tiles;
     if (persist) {
         int per_sm = 0;
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, THREADS, smem);
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, TMA_THREADS, smem);
         const int64_t slots = xconv__cuda_device_sms(q.device_index) * (per_sm > 0 ? per_sm : 1);
         if (slots < set.tiles) blocks = (unsigned)slots;
     }
-    kern<<<blocks, THREADS, smem, stream>>>(set, (const char *)e->bias, (char *)e->y, yes, lay);
+    kern<<<blocks, TMA_THREADS, smem, stream>>>(set, (const char *)e->bias, (char *)e->y, yes, lay);
     return true;
 }
 

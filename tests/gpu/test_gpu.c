@@ -842,7 +842,20 @@ int main(void)
     for (int k = 0; k < 7; k++)
         for (int i = 0; i < (special[k] == SHAPE_WGMMA ? wgmma_count : special_count); i++) {
             problem pb = random_problem(special[k]);
+            /* cuda.igemm_wgmma's and cuda.deconv_tc's problems under each tile configuration
+             * in turn (its knob, read at each launch), half of them on the persistent grid:
+             * the planner's pick would leave most configurations unrun at these sizes */
+            const bool force = special[k] == SHAPE_WGMMA || special[k] == SHAPE_DECONV;
+            if (force) {
+                const char cfg[2] = {(char)('0' + (i / 2) % 7), 0};
+                setenv("XCONV_WGMMA_CFG", cfg, 1);
+                setenv("XCONV_WGMMA_PERSIST", (i / 14) % 2 ? "1" : "0", 1);
+            }
             check_problem(&pb, (i & 1) ? FILL_REAL : FILL_EXACT);
+            if (force) {
+                unsetenv("XCONV_WGMMA_CFG");
+                unsetenv("XCONV_WGMMA_PERSIST");
+            }
         }
     for (int e = 0; e < ENGINE_SLOTS; e++)
         if (engine_runs[e].name)
