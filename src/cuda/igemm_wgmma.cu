@@ -22,25 +22,28 @@
  * position c ^ (r & 7), each tile 1024-byte aligned.
  *
  * Loads, two kernels:
- *   - wgmma_tma_kernel (where x has a TMA im2col view and w a tiled one; make_a_map says
+ *   - wgmma_tma_kernel (where x has a TMA im2col view and w a tiled one; make_set says
  *     when): A by TMA in im2col mode, the copy engine walking the tile's output positions,
- *     strides, padding and image boundaries itself, B by TMA from a 5-d tensor map of w; one
- *     thread issues both copies of a stage on the stage's mbarrier and no thread computes an
- *     address. Against cp.async A this took rn50_3x3_64 from 182 to 261 TFLOP/s, c3d from
- *     476 to 671, unet_320 from 525 to 643. cuda.deconv_tc's phases (negative dilation) run
- *     their taps backwards. A block loops over tiles with its stages running on across
- *     them, so on a persistent grid the next tile loads under this one's epilogue (short
- *     reductions take that grid; launch_tma).
+ *     strides, padding and image boundaries itself, B by TMA from a 5-d tensor map of w
+ *     (tma_maps.cu); a producer warpgroup's first thread issues both copies of a stage
+ *     once its slot is free, the two consumer warpgroups only wait for full slots and run
+ *     the MMAs, and no thread computes an address. Against cp.async A this took rn50_3x3_64
+ *     from 182 to 261 TFLOP/s, c3d from 476 to 671, unet_320 from 525 to 643; the producer
+ *     warpgroup (no block barrier per stage) and a persistent grid added 5-15% on most
+ *     layers. cuda.deconv_tc's phases (negative dilation) run their taps backwards, all
+ *     phases in one launch. A block loops over tiles with its stages running on across
+ *     them, so on a persistent grid the next tile loads under this one's epilogue
+ *     (launch_tma).
  *   - wgmma_kernel: A by cp.async of every thread (each keeps its rows' source pointers and
  *     bounds for the current tap, so a stage costs one add and one cp.async per row: the
  *     per-stage address arithmetic bounded the kernel before, 448 -> 689 TFLOP/s on
  *     sdvae_512); B by the same TMA (or by cp.async where no tensor map can be made:
  *     strided groups, negative strides).
- * Pipeline: STAGES shared-memory stages (about 192 KiB), STAGES - 2 loaded ahead, one wgmma
- * group left in flight while the next stage's loads are issued; a stage is refilled only
- * after a block barrier that follows both warpgroups' wait for the wgmma that read it. Shared
- * memory written by cp.async is made visible to the tensor cores' (async proxy) reads by
- * fence.proxy.async before that barrier.
+ * Pipeline of wgmma_kernel: STAGES shared-memory stages (about 192 KiB), STAGES - 2 loaded
+ * ahead, one wgmma group left in flight while the next stage's loads are issued; a stage is
+ * refilled only after a block barrier that follows both warpgroups' wait for the wgmma that
+ * read it. Shared memory written by cp.async is made visible to the tensor cores' (async
+ * proxy) reads by fence.proxy.async before that barrier.
  *
  * Epilogue: cuda.igemm_tc's semantics: f32 (s32 as u32) sums plus the bias, one rounding to
  * y's dtype (the library's rules: bf16 and fp8 through common.cuh; f16 by cvt.rn.f16.f32,
@@ -767,11 +770,14 @@ bool make_set(const xconv_canon *ps, int n, const xconv_exec *e, int bm, int bn,
 
 /* The TMA kernel's launch: each block one tile with the y tile over the stages, or a
  * persistent grid of as many blocks as fit on the SMs at once, each with its own y tile
- * after fewer stages, looping over tiles. persist: 1 or 0 forces either (when it fits), -1
- * picks the persistent grid when a tile's whole reduction fits in the stages loaded ahead:
- * then the next tile's loads run under this one's epilogue (rn50_1x1_256, one stage per
- * tile: 68 -> 80 TFLOP/s), while longer reductions lost up to 30% to the fewer stages
- * (sdvae_512 714 -> 498). False when fewer than 3 stages fit (one loaded ahead). */
+ * after fewer stages, looping over tiles, the next tile's loads running under this one's
+ * epilogue. persist: 1 or 0 forces either (when it fits); -1 picks the persistent grid when
+ * there are more tiles than blocks fit at once. Measured in one call, bf16 (TFLOP/s, one
+ * block per tile -> persistent): rn50_1x1_256 67 -> 86, rn50_3x3_128 388 -> 447, whisper_c2
+ * 423 -> 464, unet_up2d 444 -> 495, encodec_up 471 -> 511, qwenvl_patch 309 -> 333; with no
+ * more tiles than blocks, the fewer stages only cost (rn50_1x1_1024, 98 tiles: 325 -> 311).
+ * (Before the producer warpgroup, when only nst - 2 stages were loaded ahead, the persistent
+ * grid lost up to 30% on long reductions.) False when fewer than 3 stages fit. */
 template <kind K, int MT, int BN>
 bool launch_tma(const tma_set &set, const xconv_exec *e, cudaStream_t stream, int persist)
 {
@@ -784,29 +790,30 @@ bool launch_tma(const tma_set &set, const xconv_exec *e, cudaStream_t stream, in
     int limit = 0;
     cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, q.device_index);
     const int room = limit - 2048; /* the mbarriers and the alignment */
+    auto kern = set.count > 1 ? wgmma_tma_kernel<K, MT, BN, true> : wgmma_tma_kernel<K, MT, BN, false>;
+    /* the persistent layout and how many of its blocks fit at once */
     tma_smem lay;
-    const int nst_p = (room - epi) / STAGE < STAGES ? (room - epi) / STAGE : STAGES;
-    if (persist < 0) persist = kt <= nst_p - 2;
-    if (persist) {
-        lay.nst = nst_p;
-        lay.epi = lay.nst * STAGE;
-        lay.bars = (lay.epi + epi + 15) / 16 * 16;
-    } else {
+    lay.nst = (room - epi) / STAGE < STAGES ? (room - epi) / STAGE : STAGES;
+    lay.epi = lay.nst * STAGE;
+    lay.bars = (lay.epi + epi + 15) / 16 * 16;
+    int64_t slots = 0;
+    if (lay.nst >= 3 && lay.bars + 2048 <= limit) {
+        int per_sm = 0;
+        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, lay.bars + 2048);
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, TMA_THREADS, lay.bars + 2048);
+        slots = xconv__cuda_device_sms(q.device_index) * per_sm;
+    }
+    if (persist < 0) persist = slots > 0 && set.tiles > slots;
+    if (persist && slots == 0) return false;
+    if (!persist) {
         lay.nst = kt < 3 ? 3 : kt < STAGES ? (int)kt : STAGES;
         lay.epi = 0;
         lay.bars = lay.nst * STAGE > epi ? lay.nst * STAGE : (epi + 15) / 16 * 16;
+        if (lay.bars + 2048 > limit) return false;
     }
-    if (lay.nst < 3 || lay.bars + 2048 > limit) return false;
     const int smem = lay.bars + 2048;
-    auto kern = set.count > 1 ? wgmma_tma_kernel<K, MT, BN, true> : wgmma_tma_kernel<K, MT, BN, false>;
     cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    unsigned blocks = (unsigned)set.tiles;
-    if (persist) {
-        int per_sm = 0;
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, TMA_THREADS, smem);
-        const int64_t slots = xconv__cuda_device_sms(q.device_index) * (per_sm > 0 ? per_sm : 1);
-        if (slots < set.tiles) blocks = (unsigned)slots;
-    }
+    const unsigned blocks = (unsigned)(persist && slots < set.tiles ? slots : set.tiles);
     kern<<<blocks, TMA_THREADS, smem, stream>>>(set, (const char *)e->bias, (char *)e->y, yes, lay);
     return true;
 }
