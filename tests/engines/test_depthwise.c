@@ -5,10 +5,11 @@
  * specialized tiles) and other kernels, channel multipliers > 1, dilation, asymmetric padding
  * including padding wider than the kernel, 1-D/2-D/3-D, both layouts, dense, padded, flipped
  * (negative strides) and broadcast views, with and without bias, all 16 dtypes and the
- * widened y dtypes, 1, 2 and 3 threads (identical bits). Integers bit-exact; floats within
- * 1e-5 (1e-12 for f64 compute) of sum|x*w| plus one ulp of a reduced y; infinities and NaNs
- * where cpu.ref puts them (a padded tap adds 0 * w). Every byte of y's buffer outside its
- * elements must keep its canary, and the planner must pick cpu.depthwise for these problems.
+ * widened y dtypes, 1, 2 and 3 threads and constant weights (identical bits). Integers
+ * bit-exact; floats within 1e-5 (1e-12 for f64 compute) of sum|x*w| plus one ulp of a
+ * reduced y; infinities and NaNs where cpu.ref puts them (a padded tap adds 0 * w). Every
+ * byte of y's buffer outside its elements must keep its canary, and the planner must pick
+ * cpu.depthwise for these problems.
  */
 #include "common/engine_check.h"
 #include "common/ref_conv.h"
@@ -121,6 +122,24 @@ static void run_case(const dw_case *c, xconv_layout L, xconv_dtype xdt, xconv_dt
         XT_CHECK(se == XCONV_STATUS_OK && used && strcmp(used, "cpu.depthwise") == 0,
                  "%s [%d threads]: %s %s (engine %s)", label, t, xconv_status_name(se), err.description,
                  used ? used : "none");
+    }
+    {
+        /* constant weights (packed once at plan creation, w not read at execute): same bits */
+        y[0] = yr;
+        y[0].data = malloc(view_bytes(&yr));
+        memset(y[0].data, 0xA5, view_bytes(&yr));
+        const xconv_params q = tu_params(&p);
+        const xconv_plan_options o = {.engine = "cpu.depthwise", .constant_weights = true};
+        xconv_plan *pl = NULL;
+        xconv_status sc = xconv_plan_create(CTX[2], &q, &x, &w, bias ? &b : NULL, &y[0], &o, &pl, &err);
+        if (sc == XCONV_STATUS_OK)
+            sc = xconv_plan_execute(pl, x.data, NULL, bias ? b.data : NULL, y[0].data, NULL, 0, &err);
+        XT_CHECK(sc == XCONV_STATUS_OK, "%s [constant weights]: %s %s", label, xconv_status_name(sc),
+                 err.description);
+        XT_CHECK(memcmp(y[0].data, y[1].data, view_bytes(&yr)) == 0,
+                 "%s: constant weights give different bits", label);
+        xconv_plan_destroy(pl);
+        free(y[0].data);
     }
     compared++;
     int64_t bad = compare_outputs(&p, &y[1], &yr, mag, label);

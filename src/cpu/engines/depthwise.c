@@ -105,20 +105,23 @@ static dw_geom dw_geom_of(const xconv_canon *p)
     const int64_t ncb = (p->cout + XCONV_DW_LANES - 1) / XCONV_DW_LANES;
     const double fast_w = 4.0 * XCONV_DW_LANES * (double)ncb * (double)(kk + 1);
     if (xconv__dw_fast_kinds(p, &g.xk, &g.yk) && fast_w + 256.0 <= cap) {
+        const int64_t rp = xconv__dw_fast_rows(p);
+        const int64_t frows = p->n * p->y_size[0] * ((p->y_size[1] + rp - 1) / rp);
         g.path = DW_FAST;
         g.packed = true;
         /* split rows along dim 2 only when there are too few rows to share out */
         g.nseg = 1;
-        if (rows > 0 && rows < 8 * threads) {
-            const int64_t want = (8 * threads + rows - 1) / rows, most = (Y2 + 15) / 16;
+        if (frows > 0 && frows < 8 * threads) {
+            const int64_t want = (8 * threads + frows - 1) / frows, most = (Y2 + 15) / 16;
             g.nseg = want < most ? want : most < 1 ? 1 : most;
         }
         g.seg = (Y2 + g.nseg - 1) / g.nseg;
         g.nseg = (Y2 + g.seg - 1) / g.seg;
         g.nch = 1;
-        g.count = rows * g.nseg;
+        g.count = frows * g.nseg;
         g.wk = 0;
-        g.bp = align64(4 * XCONV_DW_LANES * (size_t)(ncb * kk));
+        /* prepacked (constant weights): the plan holds them, the workspace only the bias */
+        g.bp = p->prepacked ? 0 : align64(4 * XCONV_DW_LANES * (size_t)(ncb * kk));
         g.total = align64(g.bp + 4 * XCONV_DW_LANES * (size_t)ncb);
         return g;
     }
@@ -205,16 +208,16 @@ static void dw_fast_range(void *arg, int64_t begin, int64_t end, int slot)
 }
 
 /* Fast path packing: wf [block][K][16] and bf [block * 16], 32-bit lanes, zero past Cout;
- * integer weights keep their low 16 bits only (the vpmaddwd/vpdpwssd operand). */
-static void pack_fast(const xconv_exec *e, const dw_geom *g)
+ * integer weights keep their low 16 bits only (the vpmaddwd/vpdpwssd operand). The weights
+ * go to wf (the workspace, or the plan's memory at creation for constant weights). */
+static void pack_fast(const xconv_exec *e, const dw_geom *g, uint32_t *wf)
 {
     const xconv_canon *p = e->p;
     const int64_t kk = xconv__prod3(p->k_size), L = XCONV_DW_LANES;
     const int64_t ncb = (p->cout + L - 1) / L;
-    uint32_t *wf = (uint32_t *)((char *)e->workspace + g->wk);
     uint32_t row[XCONV_DW_LANES];
     const dw_ctx d = {e, g, NULL, NULL};
-    for (int64_t cb = 0; cb < ncb; cb++) {
+    for (int64_t cb = 0; wf && cb < ncb; cb++) {
         const int64_t cnt = p->cout - cb * L < L ? p->cout - cb * L : L;
         for (int64_t k = 0; k < kk; k++) {
             memset(row, 0, sizeof row);
@@ -241,8 +244,8 @@ static xconv_status dw_run(const xconv_exec *e, xconv_error *err)
     char *ws = e->workspace;
     if (p->n == 0) return XCONV_STATUS_OK;
     if (g.path == DW_FAST) {
-        pack_fast(e, &g);
-        xconv_dw_fast f = {p, e->x, e->y, ws + g.wk, p->has_bias ? ws + g.bp : NULL,
+        pack_fast(e, &g, p->prepacked ? NULL : (uint32_t *)(ws + g.wk));
+        xconv_dw_fast f = {p, e->x, e->y, p->prepacked ? e->packed : ws + g.wk, p->has_bias ? ws + g.bp : NULL,
                            g.xk, g.yk, g.seg, g.nseg};
         xconv__parallel_for_slot(e->ctx, g.count, dw_fast_range, &f);
         return XCONV_STATUS_OK;
@@ -261,6 +264,23 @@ static xconv_status dw_run(const xconv_exec *e, xconv_error *err)
     return XCONV_STATUS_OK;
 }
 
+/* Constant weights: the fast path's packed weights, once, at plan creation. */
+static size_t dw_prepack_bytes(const xconv_canon *p)
+{
+    const dw_geom g = dw_geom_of(p);
+    const int64_t ncb = (p->cout + XCONV_DW_LANES - 1) / XCONV_DW_LANES;
+    return g.path == DW_FAST ? 4 * XCONV_DW_LANES * (size_t)(ncb * xconv__prod3(p->k_size)) : 0;
+}
+
+static void dw_prepack(const xconv_canon *p, xconv_context *ctx, const void *w, void *packed)
+{
+    xconv_canon q = *p;
+    q.has_bias = false; /* weights only: the bias is packed at every run */
+    const xconv_exec e = {.p = &q, .ctx = ctx, .w = w};
+    const dw_geom g = dw_geom_of(p);
+    pack_fast(&e, &g, packed);
+}
+
 const xconv_engine xconv__engine_cpu_depthwise = {
     .name = "cpu.depthwise",
     .device = XCONV_DEVICE_CPU,
@@ -268,4 +288,6 @@ const xconv_engine xconv__engine_cpu_depthwise = {
     .workspace_bytes = dw_workspace_bytes,
     .cost = dw_cost,
     .run = dw_run,
+    .prepack_bytes = dw_prepack_bytes,
+    .prepack = dw_prepack,
 };

@@ -36,7 +36,8 @@ typedef enum xconv_dw_ykind {
     XCONV_DW_Y_NONE
 } xconv_dw_ykind;
 
-/* One execute of the fast path. Work items are (n, j0, j1, segment of nseg along Y2). */
+/* One execute of the fast path. Work items are (n, j0, j1 / rows, segment of nseg along
+ * Y2), rows = xconv__dw_fast_rows(p). */
 typedef struct xconv_dw_fast {
     const xconv_canon *p;
     const char        *x;      /* buffer starts */
@@ -51,6 +52,10 @@ typedef struct xconv_dw_fast {
 
 /* The kinds the fast path would use for p, or false when it cannot run p on this CPU. */
 bool xconv__dw_fast_kinds(const xconv_canon *p, xconv_dw_xkind *xk, xconv_dw_ykind *yk);
+
+/* Output rows along dim 1 per work item of the fast path: 2 for 3x3 windows (dilation 1,
+ * the same stride 1 or 2 along dims 1 and 2), whose tiles span a pair of rows, else 1. */
+int64_t xconv__dw_fast_rows(const xconv_canon *p);
 
 /* Runs items [begin, end). */
 void xconv__dw_fast_range(const xconv_dw_fast *f, int64_t begin, int64_t end);

@@ -4,12 +4,18 @@
  *
  *   y[n, j, c] = bias[c] + sum_k x[n, j*s + k*t - lo, c] * w[c, k]       (c = 16-lane block)
  *
- * A work item is one output row (n, j0, j1), or a segment of it along dim 2. Per item, outputs
- * whose taps along dim 2 all lie inside x are done in tiles of 8 pixels x 16 channels (8
- * accumulators in registers, each input pixel loaded and converted once per kernel row and
- * used by every output of the tile that reads it), specialized for 3 taps at stride 1 or 2
- * and 5 taps at stride 1; the border pixels (and other shapes) one pixel at a time with
- * bounds checks. Channel blocks run inside each tile, so the pixels a tile reads stay in L1.
+ * 3x3 windows (dilation 1, the same stride 1 or 2 along dims 1 and 2: MobileNet's) go by
+ * pairs of output rows: a work item is (n, j0, j1 and j1 + 1), or a segment of it along dim
+ * 2, done in tiles of 2 rows x 8 pixels x 16 channels (16 accumulators and the 9 weights in
+ * registers; each input vector of the (S + 3) rows the pair reads is loaded and converted
+ * once and multiplied into every output of both rows that reads it, so a row shared by the
+ * pair is read once, not twice). Other shapes: a work item is one output row, or a segment
+ * of it; outputs whose taps along dim 2 all lie inside x are done in tiles of 8 pixels x 16
+ * channels (8 accumulators in registers, each input pixel loaded and converted once per
+ * kernel row and used by every output of the tile that reads it), specialized for 3 taps at
+ * stride 1 or 2 and 5 taps at stride 1; the border pixels (and other shapes) one pixel at a
+ * time with bounds checks. Channel blocks run inside each tile, so the pixels a tile reads
+ * stay in L1 and are read in address order.
  * The last block of a channel count that is not a multiple of 16 uses masked loads/stores.
  * Tiles of 7 replace tiles of 8 where that avoids overlapping tiles (widths 14, 28, ...).
  * Assumes: a validated canonical conv on the CPU with cin_g == 1, cout_g == 1, x_sc == y_sc
@@ -39,6 +45,8 @@ typedef struct dw_row {
     int64_t     xes, yes;    /* element bytes */
     int64_t     xps, yps;    /* bytes between pixels along dim 2 */
     int64_t     seg, nseg;
+    int64_t     rp;          /* output rows along dim 1 per item (xconv__dw_fast_rows) */
+    int64_t     y1p;         /* items' rows along dim 1: ceil(Y1 / rp) */
     const char *x;
     char       *y;
     /* per item */
@@ -64,6 +72,8 @@ static void dw_row_init(dw_row *r, const xconv_dw_fast *f)
     r->yps = p->y_ss[2] * r->yes;
     r->seg = f->seg;
     r->nseg = f->nseg;
+    r->rp = xconv__dw_fast_rows(p);
+    r->y1p = (p->y_size[1] + r->rp - 1) / r->rp;
     r->x = f->x;
     r->y = f->y;
 }
@@ -72,9 +82,9 @@ static void dw_row_at(dw_row *r, int64_t item)
 {
     const xconv_canon *p = r->p;
     const int64_t row = item / r->nseg, s = item % r->nseg;
-    const int64_t n = row / (p->y_size[0] * p->y_size[1]);
-    r->j0 = row / p->y_size[1] % p->y_size[0];
-    r->j1 = row % p->y_size[1];
+    const int64_t n = row / (p->y_size[0] * r->y1p);
+    r->j0 = row / r->y1p % p->y_size[0];
+    r->j1 = row % r->y1p * r->rp;
     r->ja = s * r->seg;
     r->jb = r->ja + r->seg < p->y_size[2] ? r->ja + r->seg : p->y_size[2];
     r->xrow = r->x + (p->x_off + n * p->x_sn) * r->xes;
@@ -145,6 +155,14 @@ void xconv__dw_fast_range(const xconv_dw_fast *f, int64_t begin, int64_t end)
 }
 
 #endif
+
+int64_t xconv__dw_fast_rows(const xconv_canon *p)
+{
+    const int64_t s = p->stride[2];
+    const bool pair = p->k_size[0] == 1 && p->k_size[1] == 3 && p->k_size[2] == 3 && p->dil[1] == 1 &&
+                      p->dil[2] == 1 && p->stride[1] == s && (s == 1 || s == 2) && p->y_size[1] > 1;
+    return pair ? 2 : 1;
+}
 
 bool xconv__dw_fast_kinds(const xconv_canon *p, xconv_dw_xkind *xk, xconv_dw_ykind *yk)
 {

@@ -219,6 +219,106 @@ DW_AI void DW_NAME(dw_cover)(const dw_row *r, int xk, int yk, int KW, int S, int
     }
 }
 
+/*
+ * Rows r < R (R = 1 or 2) of a row pair, outputs [ow0, ow0 + WT) along dim 2, one channel
+ * block, for a 3x3 window at stride S along dims 1 and 2 (dilation 1): the pair reads input
+ * rows u < (R - 1) * S + 3 (xr[u], NULL for a padding row), output row r taking row u as
+ * its kernel row k1 = u - r * S. Each input vector is loaded and converted once and
+ * multiplied into every output of both rows that reads it; the 9 weights stay in registers
+ * (wv[k1 * 3 + kw]). Rows go in u order and columns in i order, so every output still takes
+ * its taps in (k1, kw) order. A checked tile reads columns outside x as zeros. Loads and
+ * stores are masked (all lanes for a full block), so one body serves full and partial blocks.
+ */
+DW_AI void DW_NAME(dw_pt)(int xk, int yk, bool checked, int R, int S, int WT, const char *const *xr,
+                          const __m512i *wv, __m512i init, int64_t i0, int64_t xw, int64_t xps,
+                          char *const *yp, int64_t yps, __mmask16 m)
+{
+    __m512i acc[2][8];
+    /* opaque strides: otherwise the compiler hoists every i * xps and t * yps out of the
+     * loops over tiles and blocks and spills them, one stack load per address */
+    __asm__("" : "+r"(xps), "+r"(yps));
+    DW_UNROLL for (int r = 0; r < R; r++)
+        DW_UNROLL for (int t = 0; t < WT; t++) acc[r][t] = init;
+    DW_UNROLL for (int u = 0; u < (R - 1) * S + 3; u++) {
+        if (!xr[u]) {
+            /* a padding row: 0 * w still joins a float sum (NaN for an infinite w) */
+            if (xk <= XCONV_DW_X_F16)
+                DW_UNROLL for (int r = 0; r < R; r++) {
+                    const int k1 = u - r * S;
+                    if (k1 < 0 || k1 >= 3) continue;
+                    DW_UNROLL for (int t = 0; t < WT; t++)
+                        DW_UNROLL for (int kw = 0; kw < 3; kw++)
+                            acc[r][t] = DW_NAME(dw_mac)(xk, acc[r][t], _mm512_setzero_si512(), wv[k1 * 3 + kw]);
+                }
+            continue;
+        }
+        const char *xp = xr[u] + i0 * xps;
+        DW_UNROLL for (int i = 0; i < (WT - 1) * S + 3; i++) {
+            __m512i xv = _mm512_setzero_si512();
+            if (!checked || (uint64_t)(i0 + i) < (uint64_t)xw) xv = DW_NAME(dw_ld)(xk, xp + i * xps, m, true);
+            DW_UNROLL for (int r = 0; r < R; r++) {
+                const int k1 = u - r * S;
+                if (k1 < 0 || k1 >= 3) continue;
+                DW_UNROLL for (int kw = 0; kw < 3; kw++) {
+                    const int d = i - kw;
+                    if (d >= 0 && d % S == 0 && d / S < WT)
+                        acc[r][d / S] = DW_NAME(dw_mac)(xk, acc[r][d / S], xv, wv[k1 * 3 + kw]);
+                }
+            }
+        }
+    }
+    DW_UNROLL for (int r = 0; r < R; r++)
+        DW_UNROLL for (int t = 0; t < WT; t++) DW_NAME(dw_st)(yk, yp[r] + t * yps, acc[r][t], m, true);
+}
+
+/* Every channel block of one dw_pt tile at ow0 (cb inside the tile, so that the tile's
+ * pixels are read in address order): per block, its weights into registers, then the tile. */
+DW_AI void DW_NAME(dw_pt_blocks)(const dw_row *r, int xk, int yk, bool checked, int R, int S, int WT,
+                                 const char *const *xrow, char *const *yrow, int64_t ow0)
+{
+    const xconv_canon *p = r->p;
+    const int U = (R - 1) * S + 3;
+    const int64_t i0 = ow0 * S - p->pad_lo[2];
+    for (int64_t cb = 0; cb < r->ncb; cb++) {
+        const __mmask16 m = r->tail && cb == r->ncb - 1 ? r->mask : (__mmask16)0xffff;
+        const __m512i *wb = (const __m512i *)r->w + cb * 9;
+        __m512i wv[9];
+        DW_UNROLL for (int k = 0; k < 9; k++) wv[k] = _mm512_load_si512(wb + k);
+        const __m512i init = r->bias ? _mm512_load_si512((const __m512i *)r->bias + cb) : _mm512_setzero_si512();
+        const int64_t xo = cb * XCONV_DW_LANES * r->xes, yo = (ow0 * p->y_ss[2] + cb * XCONV_DW_LANES) * r->yes;
+        const char *xr[5];
+        char *yp[2];
+        DW_UNROLL for (int u = 0; u < U; u++) xr[u] = xrow[u] ? xrow[u] + xo : NULL;
+        DW_UNROLL for (int q = 0; q < R; q++) yp[q] = yrow[q] + yo;
+        DW_NAME(dw_pt)(xk, yk, checked, R, S, WT, xr, wv, init, i0, p->x_size[2], r->xps, yp, r->yps, m);
+    }
+}
+
+/* Outputs [a, b) of the item's R rows: the border outputs (taps in the padding) one at a
+ * time, the interior in tiles of 8, then at most one each of 4, 2 and 1. */
+DW_AI void DW_NAME(dw_pair)(const dw_row *r, int xk, int yk, int R, int S, int64_t lo_in, int64_t hi_in)
+{
+    const xconv_canon *p = r->p;
+    const char *xrow[5];
+    const int64_t q0 = r->j0 * p->stride[0] - p->pad_lo[0];
+    const bool in0 = q0 >= 0 && q0 < p->x_size[0];
+    DW_UNROLL for (int u = 0; u < (R - 1) * S + 3; u++) {
+        const int64_t q1 = r->j1 * S + u - p->pad_lo[1];
+        xrow[u] = in0 && q1 >= 0 && q1 < p->x_size[1] ? r->xrow + (q0 * p->x_ss[0] + q1 * p->x_ss[1]) * r->xes : NULL;
+    }
+    char *yrow[2] = {r->yrow, r->yrow + p->y_ss[1] * r->yes};
+    const int64_t a = r->ja, b = r->jb;
+    const int64_t ia = a > lo_in ? a : lo_in, ib = b < hi_in ? b : hi_in;
+    const int64_t lb = b < lo_in ? b : lo_in, rb = a > hi_in ? a : hi_in;
+    for (int64_t ow = a; ow < lb; ow++) DW_NAME(dw_pt_blocks)(r, xk, yk, true, R, S, 1, xrow, yrow, ow);
+    int64_t ow = ia;
+    for (; ow + 8 <= ib; ow += 8) DW_NAME(dw_pt_blocks)(r, xk, yk, false, R, S, 8, xrow, yrow, ow);
+    if (ib - ow >= 4) DW_NAME(dw_pt_blocks)(r, xk, yk, false, R, S, 4, xrow, yrow, ow), ow += 4;
+    if (ib - ow >= 2) DW_NAME(dw_pt_blocks)(r, xk, yk, false, R, S, 2, xrow, yrow, ow), ow += 2;
+    if (ib - ow >= 1) DW_NAME(dw_pt_blocks)(r, xk, yk, false, R, S, 1, xrow, yrow, ow);
+    for (ow = rb; ow < b; ow++) DW_NAME(dw_pt_blocks)(r, xk, yk, true, R, S, 1, xrow, yrow, ow);
+}
+
 /* Items [begin, end) for one x kind. */
 DW_AI void DW_NAME(dw_items)(const xconv_dw_fast *f, int xk, int64_t begin, int64_t end)
 {
@@ -237,6 +337,17 @@ DW_AI void DW_NAME(dw_items)(const xconv_dw_fast *f, int xk, int64_t begin, int6
     const int yk = f->yk;
     for (int64_t item = begin; item < end; item++) {
         dw_row_at(&r, item);
+        if (r.rp == 2) { /* 3x3 windows by row pairs (dw_fast_rows) */
+            const bool two = r.j1 + 1 < p->y_size[1];
+            if (S == 1) {
+                if (two) DW_NAME(dw_pair)(&r, xk, yk, 2, 1, lo_in, hi_in);
+                else DW_NAME(dw_pair)(&r, xk, yk, 1, 1, lo_in, hi_in);
+            } else {
+                if (two) DW_NAME(dw_pair)(&r, xk, yk, 2, 2, lo_in, hi_in);
+                else DW_NAME(dw_pair)(&r, xk, yk, 1, 2, lo_in, hi_in);
+            }
+            continue;
+        }
         switch (shape) {
         case 1: DW_NAME(dw_cover)(&r, xk, yk, 3, 1, r.ja, r.jb, lo_in, hi_in); break;
         case 2: DW_NAME(dw_cover)(&r, xk, yk, 3, 2, r.ja, r.jb, lo_in, hi_in); break;
