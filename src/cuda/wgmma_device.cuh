@@ -1,0 +1,274 @@
+/*
+ * wgmma_device.cuh — the device pieces of cuda.igemm_wgmma's kernels (igemm_wgmma.cu, its one
+ * includer; hence the anonymous namespace): the y tile's epilogue, cp.async and the 128-byte
+ * swizzle, the mbarrier and TMA copy primitives, one stage's wgmma MMAs, and the description
+ * of a TMA launch's problems (tma_set), which the host side fills.
+ */
+#ifndef XCONV_CUDA_WGMMA_DEVICE_CUH
+#define XCONV_CUDA_WGMMA_DEVICE_CUH
+
+#include "cuda/common.cuh"
+
+#include <stdint.h>
+#include <type_traits>
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define XCONV_WGMMA_ARCH 1
+#include "cuda/wgmma_ops.cuh"
+#else
+#define XCONV_WGMMA_ARCH 0
+#endif
+
+namespace {
+
+using namespace xconv_cuda;
+
+enum class kind { bf16 = 0, f16 = 1, s8 = 2, u8 = 3 };
+
+constexpr int BKB = 128 /* bytes of K per stage */, THREADS = 256;
+
+#if XCONV_WGMMA_ARCH /* (the other passes would warn that these go unused) */
+__device__ __forceinline__ uint32_t smem_addr(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* 16 bytes global -> shared, zero-filled when !valid (padding, tails). */
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
+                 "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+/* A tile row of 8 chunks of 16 bytes in the 128-byte swizzle (tile base 1024-aligned). */
+__device__ __forceinline__ int swz(int row, int chunk) { return row * BKB + ((chunk ^ (row & 7)) << 4); }
+
+/* f32 -> f16 rounding to nearest even (overflow to inf, subnormals) as mini_encode does;
+ * NaN as the library writes it (sign | 0x7e00). */
+__device__ __forceinline__ uint16_t f32_to_f16_rne(float f)
+{
+    uint16_t h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    if (f != f) h = (uint16_t)(((__float_as_uint(f) >> 16) & 0x8000u) | 0x7e00u);
+    return h;
+}
+
+template <xconv_dtype YD> __device__ __forceinline__ void put_f32(unsigned char *dst, int i, float f)
+{
+    if constexpr (YD == XCONV_DTYPE_F16) ((uint16_t *)dst)[i] = f32_to_f16_rne(f);
+    else store_f32(YD, dst, i, f);
+}
+
+/* One warpgroup's 64 x BN accumulators plus bias into the shared y tile, rounded once to YD.
+ * Thread layout (wgmma's, = mma.sync's C fragments): d[4j + 2h + e] is row lane/4 + 8h of
+ * the warp's 16, column 8j + 2(lane%4) + e. */
+template <xconv_dtype YD, int BN, class acc_t, class bias_t>
+__device__ __forceinline__ void tile_store(const acc_t (&acc)[BN / 2], const bias_t *bv,
+                                           bool has_bias, unsigned char *tile, int pitch, int col0)
+{
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        unsigned char *dst = tile + 8 * h * pitch;
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int cidx = col0 + 8 * j + e;
+                if constexpr (std::is_same<acc_t, float>::value) {
+                    float f = acc[4 * j + 2 * h + e];
+                    if (has_bias) f += bv[cidx];
+                    put_f32<YD>(dst, cidx, f);
+                } else {
+                    uint32_t u = (uint32_t)acc[4 * j + 2 * h + e];
+                    if (has_bias) u += bv[cidx];
+                    store_int(YD, dst, cidx, u);
+                }
+            }
+    }
+}
+
+/* The epilogue, run by 256 threads (t: 0..255, warpgroup t / 128 owns tile rows
+ * 64 MT (t / 128) ..): bias and one rounding to y's dtype into a [BM][BN] tile in shared
+ * memory, then the tile to y. sync() is a barrier over those 256 threads; the caller made
+ * sure that nothing reads or writes the pipeline's shared memory any more. */
+template <kind K, int MT, int BN, class acc_t, class Sync>
+__device__ __forceinline__ void wg_epilogue(const acc_t (&acc)[MT][BN / 2], unsigned char *smem,
+                                            const xconv_canon &p, const char *bias, char *y,
+                                            int y_es, bool y_vec, int tid, int64_t m0, int64_t o0,
+                                            int64_t g, int64_t M, Sync sync)
+{
+    constexpr bool is_float = K == kind::bf16 || K == kind::f16;
+    constexpr int BM = 128 * MT;
+    const int lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
+    /* Epilogue 1: bias and one rounding to y's dtype into a [BM][BN] tile of y elements. */
+    const int pitch = BN * y_es + 16;
+    using bias_t = typename std::conditional<is_float, float, uint32_t>::type;
+    bias_t *bv = (bias_t *)(smem + BM * pitch + BM * sizeof(int64_t));
+    if (bias && tid < BN) {
+        const int64_t o = o0 + tid;
+        bv[tid] = ops<bias_t>::load(p.bias_dtype, bias,
+                                    p.b_off + (g * p.cout_g + (o < p.cout_g ? o : 0)) * p.b_s);
+    }
+    sync();
+    const int col0 = (lane & 3) * 2;
+    const bool hb = bias != nullptr;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        unsigned char *tile =
+            smem + (wg * 64 * MT + mt * 64 + (warp & 3) * 16 + (lane >> 2)) * pitch;
+        if constexpr (is_float) {
+            switch (p.y_dtype) {
+            case XCONV_DTYPE_BF16: tile_store<XCONV_DTYPE_BF16, BN>(acc[mt], bv, hb, tile, pitch, col0); break;
+            case XCONV_DTYPE_F16: tile_store<XCONV_DTYPE_F16, BN>(acc[mt], bv, hb, tile, pitch, col0); break;
+            default: tile_store<XCONV_DTYPE_F32, BN>(acc[mt], bv, hb, tile, pitch, col0); break;
+            }
+        } else {
+            switch (y_es) { /* integers: the low bits of the u32 sum in y's width */
+            case 1: tile_store<XCONV_DTYPE_U8, BN>(acc[mt], bv, hb, tile, pitch, col0); break;
+            case 2: tile_store<XCONV_DTYPE_U16, BN>(acc[mt], bv, hb, tile, pitch, col0); break;
+            default: tile_store<XCONV_DTYPE_U32, BN>(acc[mt], bv, hb, tile, pitch, col0); break;
+            }
+        }
+    }
+    sync();
+
+    /* Epilogue 2: the tile to y */
+    xconv_cuda_tile_to_y<BM, BN, 256>(p, smem, pitch, y, y_es, y_vec, tid, m0, M, g, o0, sync);
+}
+
+#endif /* XCONV_WGMMA_ARCH */
+
+#if XCONV_WGMMA_ARCH
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
+{
+    uint32_t done;
+    do {
+        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;"
+                     " selp.u32 %0, 1, 0, p; }"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(uint32_t bar, int bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+                 : "memory");
+}
+/* One TMA load of the B tile of stage (c, k2, k1, k0, o) into dst, completing on bar (whose
+ * expected bytes the caller set). */
+__device__ __forceinline__ void tma_load_b(uint32_t dst, const CUtensorMap *map, uint32_t bar,
+                                           int c, int k2, int k1, int k0, int o)
+{
+    asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4, %5, %6}], [%7];" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(c), "r"(k2), "r"(k1), "r"(k0), "r"(o), "r"(bar)
+                 : "memory");
+}
+/* One TMA im2col load of an A tile into dst, completing on bar: BM pixels of x from the
+ * window corner q (innermost spatial dim first; the dims of the map's rank) of the tile's
+ * first output position in image n, channels from c, every pixel shifted by the tap's
+ * offsets o (the kernel index times the dilation per dim). */
+__device__ __forceinline__ void tma_load_a(uint32_t dst, const CUtensorMap *map, uint32_t bar,
+                                           int rank, int c, const int (&q)[3], int n,
+                                           const uint16_t (&o)[3])
+{
+    const uint64_t m = (uint64_t)map;
+    if (rank == 3)
+        asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.im2col.mbarrier::complete_tx"
+                     "::bytes [%0], [%1, {%2, %3, %4}], [%5], {%6};" ::"r"(dst),
+                     "l"(m), "r"(c), "r"(q[0]), "r"(n), "r"(bar), "h"(o[0])
+                     : "memory");
+    else if (rank == 4)
+        asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx"
+                     "::bytes [%0], [%1, {%2, %3, %4, %5}], [%6], {%7, %8};" ::"r"(dst),
+                     "l"(m), "r"(c), "r"(q[0]), "r"(q[1]), "r"(n), "r"(bar), "h"(o[0]), "h"(o[1])
+                     : "memory");
+    else
+        asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.im2col.mbarrier::complete_tx"
+                     "::bytes [%0], [%1, {%2, %3, %4, %5, %6}], [%7], {%8, %9, %10};" ::"r"(dst),
+                     "l"(m), "r"(c), "r"(q[0]), "r"(q[1]), "r"(q[2]), "r"(n), "r"(bar), "h"(o[0]),
+                     "h"(o[1]), "h"(o[2])
+                     : "memory");
+}
+#endif
+
+/* One problem of a TMA kernel's launch: the kernel's view of it, its tensor maps, where its
+ * tiles start in the launch's numbering. */
+struct tma_job {
+    CUtensorMap b, a; /* w as B tiles, x in im2col mode as A tiles */
+    xconv_canon p;
+    long long tile0;
+    int a_rank; /* 3, 4 or 5: the spatial dims the A map keeps plus channels and images */
+    int flip;   /* bit d: dim d's taps run backwards in A (B's tap k0, k1, k2 is K - 1 - k) */
+    bool y_vec; /* whole 16-byte pieces of y rows */
+};
+/* The problems of a launch (cuda.deconv_tc's stride phases, or one): a kernel parameter. */
+constexpr int MAX_JOBS = 8;
+struct tma_set {
+    tma_job job[MAX_JOBS];
+    long long tiles; /* of all jobs */
+    int count;
+};
+
+/* Where a TMA kernel's shared memory goes: nst pipeline stages from 0, the epilogue's y tile
+ * at epi (0: over the stages, for a block with one tile), the mbarriers at bars. */
+struct tma_smem {
+    int nst, epi, bars;
+};
+
+#if XCONV_WGMMA_ARCH
+/* Descriptor of a K-major tile in the 128-byte swizzle: start >> 4, leading byte offset 16
+ * (unused), stride byte offset 1024 (8 rows), layout 1 (128B swizzle) in bits 62-63. The k-th
+ * 32-byte step of K starts 32 k bytes further (the swizzle is applied on the address bits,
+ * so the descriptor's start moves by 2 units). */
+__device__ __forceinline__ uint64_t tile_desc(uint32_t addr)
+{
+    return (uint64_t)((addr & 0x3FFFFu) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+
+/* One stage's MMAs of warpgroup wg, committed as one wgmma group: its MT m64 tiles of the
+ * stage's A (at stage) against the stage's B (at stage + a_bytes). */
+template <kind K, int MT, int BN, class acc_t>
+__device__ __forceinline__ void mma_stage(acc_t (&acc)[MT][BN / 2], uint32_t stage, int a_bytes,
+                                          int wg)
+{
+    const uint64_t da = tile_desc(stage + wg * MT * 64 * BKB), db = tile_desc(stage + a_bytes);
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+    for (int ks = 0; ks < BKB / 32; ks++)
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) /* 64 rows = 8 KiB of A further */
+            xconv_wgmma::mma_op<(int)K, BN>::run(acc[mt], da + mt * 512 + 2 * ks, db + 2 * ks);
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+
+/* After the last wgmma.wait_group: keeps the compiler from reading the accumulators before. */
+template <int MT, int BN, class acc_t> __device__ __forceinline__ void acc_fence(acc_t (&acc)[MT][BN / 2])
+{
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++) {
+            if constexpr (std::is_same<acc_t, float>::value) asm volatile("" : "+f"(acc[mt][i])::"memory");
+            else asm volatile("" : "+r"(acc[mt][i])::"memory");
+        }
+}
+#endif
+
+} /* namespace */
+
+#endif /* XCONV_CUDA_WGMMA_DEVICE_CUH */
