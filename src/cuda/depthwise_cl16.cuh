@@ -1,0 +1,425 @@
+/*
+ * depthwise_cl16.cuh — cuda.depthwise's channels-last kernels over 16-byte vectors of
+ * channels (depthwise.cu, its one includer; hence the anonymous namespace): the element
+ * traits of bf16 / f16 / f32 and the byte integers, one vector's multiply-adds and rounded
+ * store, dw_vec (a few output positions per thread, weights staged per block) and dw_slide
+ * (runs of outputs along the innermost dim, each input column loaded once).
+ */
+#ifndef XCONV_CUDA_DEPTHWISE_CL16_CUH
+#define XCONV_CUDA_DEPTHWISE_CL16_CUH
+
+#include "cuda/common.cuh"
+
+#include <stdint.h>
+
+namespace {
+
+using namespace xconv_cuda;
+
+constexpr int VEC_THREADS = 256; /* dw_vec's block */
+
+/* ---------------------------------------------------------------------------------------- */
+/* channels-last, 16-byte vectors of bf16 / f16 / f32                                       */
+/* ---------------------------------------------------------------------------------------- */
+
+constexpr int VEC_POS = 4;             /* output positions per thread */
+constexpr int VEC_WBYTES = 32 * 1024;  /* staged weights per block */
+
+/* f16 rounding through the hardware, two at a time: cvt.rn rounds every non-NaN value as
+ * the library does (nearest even, overflow to inf, subnormals kept); only a NaN's code
+ * differs, and is rewritten to the library's sign | 0x7e00. mini_encode, its branchy software
+ * form, made f16 stores ~30% slower than bf16's. */
+__device__ __forceinline__ uint32_t f16x2_rne(float lo, float hi)
+{
+    uint32_t h;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(h) : "f"(hi), "f"(lo));
+    if (lo != lo) h = (h & 0xffff0000u) | (__float_as_uint(lo) >> 16 & 0x8000u) | 0x7e00u;
+    if (hi != hi) h = (h & 0xffffu) | (__float_as_uint(hi) & 0x80000000u) | 0x7e000000u;
+    return h;
+}
+
+/* A 16-byte vector of V elements of D held as 4 words (indices constant after unrolling, so
+ * the words stay in registers): element i in the compute type A (f32, or u32 for the byte
+ * integers), and output word i of V sums rounded (or wrapped) into YB-byte elements. */
+template <xconv_dtype D> struct vec_traits;
+template <> struct vec_traits<XCONV_DTYPE_BF16> {
+    using A = float;
+    using A4 = float4;
+    static constexpr int V = 8;
+    static __device__ __forceinline__ float get(const uint32_t (&q)[4], int i)
+    {
+        return bf16_to_f32((uint16_t)(q[i >> 1] >> (16 * (i & 1))));
+    }
+    template <int YB> static __device__ __forceinline__ uint32_t word(const float *a, int i)
+    {
+        return f32_to_bf16(a[2 * i]) | (uint32_t)f32_to_bf16(a[2 * i + 1]) << 16;
+    }
+};
+template <> struct vec_traits<XCONV_DTYPE_F16> {
+    using A = float;
+    using A4 = float4;
+    static constexpr int V = 8;
+    static __device__ __forceinline__ float get(const uint32_t (&q)[4], int i)
+    {
+        return f16_to_f32((uint16_t)(q[i >> 1] >> (16 * (i & 1))));
+    }
+    template <int YB> static __device__ __forceinline__ uint32_t word(const float *a, int i)
+    {
+        return f16x2_rne(a[2 * i], a[2 * i + 1]);
+    }
+};
+template <> struct vec_traits<XCONV_DTYPE_F32> {
+    using A = float;
+    using A4 = float4;
+    static constexpr int V = 4;
+    static __device__ __forceinline__ float get(const uint32_t (&q)[4], int i)
+    {
+        return __uint_as_float(q[i]);
+    }
+    template <int YB> static __device__ __forceinline__ uint32_t word(const float *a, int i)
+    {
+        return __float_as_uint(a[i]);
+    }
+};
+
+/* i8 / u8: elements widened as load_int does (sign- or zero-extended), wrapping u32 sums
+ * stored as 4-byte integers or truncated to bytes. */
+template <xconv_dtype D> struct byte_traits {
+    using A = uint32_t;
+    using A4 = uint4;
+    static constexpr int V = 16;
+    static __device__ __forceinline__ uint32_t get(const uint32_t (&q)[4], int i)
+    {
+        /* one prmt (plain shifts and casts compiled to two instructions): byte k of the
+         * word, then copies of its sign bit (selector nibble 8 | k) or zero bytes (nibble 4,
+         * the zero operand) above it. Inline PTX: __byte_perm documents only 3-bit nibbles. */
+        const uint32_t k = i & 3, sel = D == XCONV_DTYPE_I8 ? k | (8 | k) * 0x1110u : k | 0x4440u;
+        uint32_t r;
+        asm("prmt.b32 %0, %1, 0, %2;" : "=r"(r) : "r"(q[i >> 2]), "r"(sel));
+        return r;
+    }
+    template <int YB> static __device__ __forceinline__ uint32_t word(const uint32_t *a, int i)
+    {
+        if constexpr (YB == 4) return a[i];
+        return __byte_perm(__byte_perm(a[4 * i], a[4 * i + 1], 0x0040),
+                           __byte_perm(a[4 * i + 2], a[4 * i + 3], 0x0040), 0x5410);
+    }
+};
+template <> struct vec_traits<XCONV_DTYPE_I8> : byte_traits<XCONV_DTYPE_I8> {};
+template <> struct vec_traits<XCONV_DTYPE_U8> : byte_traits<XCONV_DTYPE_U8> {};
+
+/* acc[v] += element v of the 16-byte vector xv times wf[v] (an array or a pointer). */
+template <xconv_dtype D, class W>
+__device__ __forceinline__ void vec_mac(typename vec_traits<D>::A *acc, const uint4 &xv,
+                                        const W &wf)
+{
+    const uint32_t q[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+    for (int v = 0; v < vec_traits<D>::V; v++) acc[v] += vec_traits<D>::get(q, v) * wf[v];
+}
+
+/* V sums rounded once (or wrapped) into YB-byte elements at dst: V * YB / 16 vectors. */
+template <xconv_dtype D, int YB>
+__device__ __forceinline__ void vec_store(char *dst, const typename vec_traits<D>::A *acc)
+{
+    constexpr int W = vec_traits<D>::V * YB / 4;
+    uint32_t o[W];
+#pragma unroll
+    for (int i = 0; i < W; i++) o[i] = vec_traits<D>::template word<YB>(acc, i);
+#pragma unroll
+    for (int j = 0; j < W / 4; j++)
+        ((uint4 *)dst)[j] = make_uint4(o[4 * j], o[4 * j + 1], o[4 * j + 2], o[4 * j + 3]);
+}
+
+/* grid.x: position blocks, grid.y: channel chunks of `cc` channels. KS > 0: the kernel is
+ * 1 x KS x KS, and every tap's load is issued before the first sum (latency, not bandwidth,
+ * bounds a loop that waits for each load). */
+template <xconv_dtype D, int KS>
+__global__ void __launch_bounds__(VEC_THREADS)
+dw_vec(const xconv_canon p, const char *__restrict__ x, const char *__restrict__ w,
+       const char *__restrict__ bias, char *__restrict__ y, int cc, int64_t positions)
+{
+    using VT = vec_traits<D>;
+    constexpr int V = VT::V;
+    constexpr int ES = 16 / V;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    float *wk = (float *)smem_raw; /* [tap][cc] */
+    const int kvol = (int)(p.k_size[0] * p.k_size[1] * p.k_size[2]);
+    const int K1 = (int)p.k_size[1], K2 = (int)p.k_size[2];
+    const int c_base = blockIdx.y * cc;
+    const int cw = (int)(p.cin - c_base < cc ? p.cin - c_base : cc);
+    for (int i = threadIdx.x; i < kvol * cw; i += VEC_THREADS) {
+        const int k = i / cw, c = i % cw;
+        const int k2 = k % K2, k1 = (k / K2) % K1, k0 = k / (K1 * K2);
+        wk[k * cc + c] = load_f32(p.x_dtype, w, p.w_off + (c_base + c) * p.w_sg + k0 * p.w_sk[0] +
+                                                 k1 * p.w_sk[1] + k2 * p.w_sk[2]);
+    }
+    __syncthreads();
+    const int groups = cw / V;          /* vectors per position in this chunk */
+    const int per_pass = VEC_THREADS / groups;
+    const int lt = threadIdx.x;
+    if (lt >= per_pass * groups) return;
+    const int cg = lt % groups, pl = lt / groups;
+    const int c0 = c_base + cg * V;
+    float bv[V];
+#pragma unroll
+    for (int v = 0; v < V; v++)
+        bv[v] = bias ? load_f32(p.bias_dtype, bias, p.b_off + (c0 + v) * p.b_s) : 0.0f;
+    /* positions < 2^32 (vec_ok): 32-bit divisions, far cheaper than 64-bit ones */
+    const uint32_t Y0 = (uint32_t)p.y_size[0], Y1 = (uint32_t)p.y_size[1],
+                   Y2 = (uint32_t)p.y_size[2];
+    /* positions whose loads are in flight together; 2 measured no faster for bf16 and 1.6x
+     * slower for f32 (128 registers: 2 blocks per SM), so 1 */
+    constexpr int PP = 1;
+    for (int u0 = 0; u0 < VEC_POS; u0 += PP) {
+        int64_t n[PP], j0[PP], j1[PP], j2[PP];
+        bool live[PP];
+#pragma unroll
+        for (int pp = 0; pp < PP; pp++) {
+            const int64_t pos = ((int64_t)blockIdx.x * VEC_POS + u0 + pp) * per_pass + pl;
+            live[pp] = pos < positions;
+            uint32_t r = live[pp] ? (uint32_t)pos : 0u;
+            j2[pp] = r % Y2; r /= Y2;
+            j1[pp] = r % Y1; r /= Y1;
+            j0[pp] = r % Y0, n[pp] = r / Y0;
+        }
+        if (!live[0]) break;
+        float acc[PP][V];
+#pragma unroll
+        for (int pp = 0; pp < PP; pp++)
+#pragma unroll
+            for (int v = 0; v < V; v++) acc[pp][v] = bv[v];
+        if constexpr (KS > 0) {
+            uint4 xv[PP][KS * KS];
+            bool okv[PP][KS * KS];
+#pragma unroll
+            for (int pp = 0; pp < PP; pp++) {
+                const int64_t q0 = j0[pp] * p.stride[0] - p.pad_lo[0];
+                const bool ok0 = live[pp] && q0 >= 0 && q0 < p.x_size[0];
+                const char *xb = x + (p.x_off + n[pp] * p.x_sn + c0) * ES;
+#pragma unroll
+                for (int k1 = 0; k1 < KS; k1++) {
+                    const int64_t q1 = j1[pp] * p.stride[1] + k1 * p.dil[1] - p.pad_lo[1];
+                    const bool ok1 = ok0 && q1 >= 0 && q1 < p.x_size[1];
+                    const char *xr = xb + (q0 * p.x_ss[0] + q1 * p.x_ss[1]) * ES;
+#pragma unroll
+                    for (int k2 = 0; k2 < KS; k2++) {
+                        const int64_t q2 = j2[pp] * p.stride[2] + k2 * p.dil[2] - p.pad_lo[2];
+                        const int k = k1 * KS + k2;
+                        okv[pp][k] = ok1 && q2 >= 0 && q2 < p.x_size[2];
+                        xv[pp][k] = okv[pp][k] ? __ldg((const uint4 *)(xr + q2 * p.x_ss[2] * ES))
+                                               : make_uint4(0, 0, 0, 0);
+                    }
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < KS * KS; k++) {
+                const float4 *wt = (const float4 *)(wk + k * cc + cg * V);
+                float wf[V];
+#pragma unroll
+                for (int i = 0; i < V / 4; i++) {
+                    const float4 t = wt[i];
+                    wf[4 * i] = t.x, wf[4 * i + 1] = t.y, wf[4 * i + 2] = t.z, wf[4 * i + 3] = t.w;
+                }
+#pragma unroll
+                for (int pp = 0; pp < PP; pp++)
+                    if (okv[pp][k]) vec_mac<D>(acc[pp], xv[pp][k], wf); /* padding adds nothing */
+            }
+        } else {
+            const char *xb = x + (p.x_off + n[0] * p.x_sn + c0) * ES;
+            int k = 0;
+            for (int k0 = 0; k0 < p.k_size[0]; k0++) {
+                const int64_t q0 = j0[0] * p.stride[0] + k0 * p.dil[0] - p.pad_lo[0];
+                const bool ok0 = q0 >= 0 && q0 < p.x_size[0];
+                for (int k1 = 0; k1 < K1; k1++) {
+                    const int64_t q1 = j1[0] * p.stride[1] + k1 * p.dil[1] - p.pad_lo[1];
+                    const bool ok1 = ok0 && q1 >= 0 && q1 < p.x_size[1];
+                    for (int k2 = 0; k2 < K2; k2++, k++) {
+                        const int64_t q2 = j2[0] * p.stride[2] + k2 * p.dil[2] - p.pad_lo[2];
+                        if (!ok1 || q2 < 0 || q2 >= p.x_size[2]) continue;
+                        const uint4 qv = __ldg((
+                            const uint4 *)(xb + (q0 * p.x_ss[0] + q1 * p.x_ss[1] + q2 * p.x_ss[2]) *
+                                                    ES));
+                        vec_mac<D>(acc[0], qv, wk + k * cc + cg * V);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int pp = 0; pp < PP; pp++) {
+            if (!live[pp]) continue;
+            vec_store<D, ES>(y + (p.y_off + n[pp] * p.y_sn + j0[pp] * p.y_ss[0] +
+                                  j1[pp] * p.y_ss[1] + j2[pp] * p.y_ss[2] + c0) * ES,
+                             acc[pp]);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* channels-last, 16-byte vectors: runs of outputs along dim 2, 32-bit offsets              */
+/* ---------------------------------------------------------------------------------------- */
+
+constexpr int SLIDE_THREADS = 128;     /* finer occupancy steps than 256 at ~100 registers */
+constexpr int SLIDE_WBYTES = 48 * 1024; /* staged weights and bias per block */
+
+/* dw_slide's outputs per thread along dim 2 for V elements per vector: 4, or 2 where 4 would
+ * need more than 10 input columns per row (the registers of 3 blocks per SM); for bytes
+ * (V = 16, twice the sums per output) 4 at 3-wide windows only. */
+constexpr int slide_run(int kw, int sw, int v)
+{
+    return (v == 16 ? kw == 3 : 3 * sw + kw <= 10) ? 4 : 2;
+}
+
+/* Its blocks per SM for __launch_bounds__: 5 (96 registers), 4 for 5 x 5 at stride 1, whose
+ * 16-bit kernels would spill at 96; for bytes 3 (168) at 3-wide windows, else 4 (128). */
+constexpr int slide_blocks(int kw, int sw, int v)
+{
+    return v == 16 ? (kw == 3 ? 3 : 4) : kw == 5 && sw == 1 ? 4 : 5;
+}
+
+/* v / d for v < 2^31 as a multiply-high, an add and a shift (Granlund-Montgomery): the item
+ * split runs per item, where a division by a runtime value costs ~20 instructions. */
+struct udiv {
+    uint32_t d, m, s;
+    __device__ __forceinline__ uint32_t operator()(uint32_t v) const
+    {
+        return (__umulhi(v, m) + v) >> s;
+    }
+};
+
+udiv make_udiv(uint32_t d)
+{
+    uint32_t s = 0;
+    while (s < 31 && (1u << s) < d) s++;
+    return {d, (uint32_t)(((uint64_t)1 << 32) * (((uint64_t)1 << s) - d) / d + 1), s};
+}
+
+struct slide_geom {
+    udiv runs, y1, y0; /* runs per output row (dim 2), output rows (dim 1), dim 0's outputs */
+    uint32_t items;    /* n * y0 * y1 * runs */
+    int cv, vecs;      /* vectors per channel chunk (grid.y), per position (cin / V) */
+};
+
+/* One row of taps (k2 = 0..KW-1) for RUN outputs: the row's COLS input vectors loaded
+ * together, then summed in k2 order. EDGE: only columns [c_lo, c_hi) lie inside x. */
+template <xconv_dtype D, int KW, int SW, bool EDGE>
+__device__ __forceinline__ void
+slide_row(typename vec_traits<D>::A (&acc)[slide_run(KW, SW, vec_traits<D>::V)][vec_traits<D>::V],
+          const char *__restrict__ x, uint32_t row, uint32_t xs2, int c_lo, int c_hi,
+          const typename vec_traits<D>::A4 *wr, int cv)
+{
+    constexpr int V = vec_traits<D>::V, ES = 16 / V, H = V / 4;
+    constexpr int RUN = slide_run(KW, SW, V), COLS = (RUN - 1) * SW + KW;
+    uint4 xv[COLS];
+#pragma unroll
+    for (int c = 0; c < COLS; c++)
+        xv[c] = !EDGE || (c >= c_lo && c < c_hi)
+                    ? __ldg((const uint4 *)(x + (size_t)(row + c * xs2) * ES))
+                    : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int k2 = 0; k2 < KW; k2++) {
+        typename vec_traits<D>::A wf[V];
+#pragma unroll
+        for (int h = 0; h < H; h++) {
+            const typename vec_traits<D>::A4 t = wr[(k2 * H + h) * cv];
+            wf[4 * h] = t.x, wf[4 * h + 1] = t.y, wf[4 * h + 2] = t.z, wf[4 * h + 3] = t.w;
+        }
+#pragma unroll
+        for (int r = 0; r < RUN; r++) {
+            const int c = r * SW + k2;
+            if (!EDGE || (c >= c_lo && c < c_hi)) vec_mac<D>(acc[r], xv[c], wf);
+        }
+    }
+}
+
+/* Each thread owns one 16-byte vector of channels and, item after item (grid-stride), a run
+ * of RUN outputs along dim 2: a row of the run's window is COLS = (RUN - 1) * SW + KW
+ * vectors instead of RUN * KW (9 for 12 taps at stride 2 and RUN 4, 6 at stride 1), all in
+ * flight together. Dims 0 and 1 are runtime loops over rows, so any kernel size, stride and
+ * dilation there. The weights (and bias, as a last row) are staged once per block in the
+ * compute type (f32, or u32 for bytes) as [row][V / 4][cv] 16-byte quads, neighbouring lanes
+ * on neighbouring quads; a thread keeps its
+ * vector for the whole grid-stride loop (the thread count used is a multiple of the chunk's
+ * vectors). Offsets are 32-bit (slide_ok); a column left of x wraps around 2^32 in row but
+ * is never loaded. grid: a full wave of blocks per chunk, grid.y the channel chunks. */
+template <xconv_dtype D, int YB, int KW, int SW>
+__global__ void __launch_bounds__(SLIDE_THREADS, slide_blocks(KW, SW, vec_traits<D>::V))
+dw_slide(const xconv_canon p, const slide_geom sg, const char *__restrict__ x,
+         const char *__restrict__ w, const char *__restrict__ bias, char *__restrict__ y)
+{
+    using A = typename vec_traits<D>::A;
+    using A4 = typename vec_traits<D>::A4;
+    constexpr int V = vec_traits<D>::V, H = V / 4;
+    constexpr int RUN = slide_run(KW, SW, V), COLS = (RUN - 1) * SW + KW;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    A4 *wk = (A4 *)smem_raw;
+    const int K0 = (int)p.k_size[0], K1 = (int)p.k_size[1], taps = K0 * K1 * KW;
+    const int v_base = blockIdx.y * sg.cv;
+    const int cw = sg.vecs - v_base < sg.cv ? sg.vecs - v_base : sg.cv;
+    /* thread i stages channel element i of the chunk, every tap and then the bias */
+    for (int i = threadIdx.x; i < cw * V; i += SLIDE_THREADS) {
+        const int64_t wc = p.w_off + ((int64_t)v_base * V + i) * p.w_sg;
+        A *dst = (A *)&wk[i % V / 4 * sg.cv + i / V] + i % 4;
+        const int tap_words = H * sg.cv * 4;
+        for (int k0 = 0; k0 < K0; k0++)
+            for (int k1 = 0; k1 < K1; k1++)
+#pragma unroll
+                for (int k2 = 0; k2 < KW; k2++)
+                    dst[((k0 * K1 + k1) * KW + k2) * tap_words] =
+                        ops<A>::load(D, w, wc + k0 * p.w_sk[0] + k1 * p.w_sk[1] + k2 * p.w_sk[2]);
+        dst[taps * tap_words] =
+            bias ? ops<A>::load(p.bias_dtype, bias, p.b_off + ((int64_t)v_base * V + i) * p.b_s)
+                 : ops<A>::zero();
+    }
+    __syncthreads();
+    const uint32_t used = gridDim.x * SLIDE_THREADS / cw * cw;
+    const uint32_t f = blockIdx.x * SLIDE_THREADS + threadIdx.x;
+    if (f >= used) return;
+    const int cg = (int)(f % cw);
+    const A4 *wt = wk + cg;
+    const int X0 = (int)p.x_size[0], X1 = (int)p.x_size[1], X2 = (int)p.x_size[2];
+    const int Y2 = (int)p.y_size[2];
+    const uint32_t xs2 = (uint32_t)p.x_ss[2], ch0 = (uint32_t)(v_base + cg) * V;
+    for (uint32_t it = f / cw; it < sg.items; it += used / cw) {
+        const uint32_t r1 = sg.runs(it), r0 = sg.y1(r1), n = sg.y0(r0);
+        const int ow0 = (int)(it - r1 * sg.runs.d) * RUN;
+        const int j1 = (int)(r1 - r0 * sg.y1.d), j0 = (int)(r0 - n * sg.y0.d);
+        const int iw0 = ow0 * SW - (int)p.pad_lo[2];
+        const int c_lo = iw0 < 0 ? -iw0 : 0, c_hi = X2 - iw0 < COLS ? X2 - iw0 : COLS;
+        const uint32_t xn =
+            (uint32_t)p.x_off + n * (uint32_t)p.x_sn + ch0 + (uint32_t)iw0 * xs2;
+        A acc[RUN][V];
+#pragma unroll
+        for (int h = 0; h < H; h++) {
+            const A4 b = wt[(taps * H + h) * sg.cv];
+#pragma unroll
+            for (int r = 0; r < RUN; r++)
+                acc[r][4 * h] = b.x, acc[r][4 * h + 1] = b.y, acc[r][4 * h + 2] = b.z,
+                           acc[r][4 * h + 3] = b.w;
+        }
+        for (int k0 = 0; k0 < K0; k0++) {
+            const int i0 = j0 * (int)p.stride[0] + k0 * (int)p.dil[0] - (int)p.pad_lo[0];
+            if (i0 < 0 || i0 >= X0) continue; /* padding rows add nothing */
+            for (int k1 = 0; k1 < K1; k1++) {
+                const int i1 = j1 * (int)p.stride[1] + k1 * (int)p.dil[1] - (int)p.pad_lo[1];
+                if (i1 < 0 || i1 >= X1) continue;
+                const uint32_t row = xn + i0 * (uint32_t)p.x_ss[0] + i1 * (uint32_t)p.x_ss[1];
+                const A4 *wr = wt + (k0 * K1 + k1) * KW * H * sg.cv;
+                if (c_lo == 0 && c_hi == COLS)
+                    slide_row<D, KW, SW, false>(acc, x, row, xs2, 0, COLS, wr, sg.cv);
+                else
+                    slide_row<D, KW, SW, true>(acc, x, row, xs2, c_lo, c_hi, wr, sg.cv);
+            }
+        }
+        const uint32_t yb = (uint32_t)p.y_off + n * (uint32_t)p.y_sn + j0 * (uint32_t)p.y_ss[0] +
+                            j1 * (uint32_t)p.y_ss[1] + ch0;
+#pragma unroll
+        for (int r = 0; r < RUN; r++)
+            if (ow0 + r < Y2)
+                vec_store<D, YB>(y + (size_t)(yb + (ow0 + r) * (uint32_t)p.y_ss[2]) * YB, acc[r]);
+    }
+}
+
+} /* namespace */
+
+#endif /* XCONV_CUDA_DEPTHWISE_CL16_CUH */
