@@ -109,10 +109,11 @@ static dw_geom dw_geom_of(const xconv_canon *p)
         const int64_t frows = p->n * p->y_size[0] * ((p->y_size[1] + rp - 1) / rp);
         g.path = DW_FAST;
         g.packed = true;
-        /* split rows along dim 2 only when there are too few rows to share out */
+        /* split rows along dim 2 only when there are too few rows to share out evenly
+         * (segments of at least 7 outputs: 14-wide rows split in two) */
         g.nseg = 1;
         if (frows > 0 && frows < 8 * threads) {
-            const int64_t want = (8 * threads + frows - 1) / frows, most = (Y2 + 15) / 16;
+            const int64_t want = (8 * threads + frows - 1) / frows, most = Y2 / 7;
             g.nseg = want < most ? want : most < 1 ? 1 : most;
         }
         g.seg = (Y2 + g.nseg - 1) / g.nseg;

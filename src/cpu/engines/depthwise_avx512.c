@@ -6,7 +6,7 @@
  *
  * 3x3 windows (dilation 1, the same stride 1 or 2 along dims 1 and 2: MobileNet's) go by
  * pairs of output rows: a work item is (n, j0, j1 and j1 + 1), or a segment of it along dim
- * 2, done in tiles of 2 rows x 8 pixels x 16 channels (16 accumulators and the 9 weights in
+ * 2, done in tiles of 2 rows x 6 pixels x 16 channels (12 accumulators and the 9 weights in
  * registers; each input vector of the (S + 3) rows the pair reads is loaded and converted
  * once and multiplied into every output of both rows that reads it, so a row shared by the
  * pair is read once, not twice). Other shapes: a work item is one output row, or a segment
