@@ -59,6 +59,20 @@ bool phase(const xconv_canon *p, const int64_t r[3], xconv_canon *q)
     return true;
 }
 
+/* f(q) for the conv q of every phase phase() gives, in phase order; stops (false) when f
+ * returns false. */
+template <class F> bool each_phase(const xconv_canon *p, F f)
+{
+    int64_t r[3];
+    for (r[0] = 0; r[0] < p->stride[0]; r[0]++)
+        for (r[1] = 0; r[1] < p->stride[1]; r[1]++)
+            for (r[2] = 0; r[2] < p->stride[2]; r[2]++) {
+                xconv_canon q;
+                if (phase(p, r, &q) && !f(q)) return false;
+            }
+    return true;
+}
+
 bool deconv_supports(const xconv_canon *p, const char **why_not)
 {
     if (p->device != XCONV_DEVICE_CUDA)
@@ -70,14 +84,7 @@ bool deconv_supports(const xconv_canon *p, const char **why_not)
             return *why_not = "cuda.deconv_tc: stride, dilation or padding too large", false;
     if (p->stride[0] * p->stride[1] * p->stride[2] > MAX_PHASES)
         return *why_not = "cuda.deconv_tc: too many stride phases", false;
-    int64_t r[3];
-    for (r[0] = 0; r[0] < p->stride[0]; r[0]++)
-        for (r[1] = 0; r[1] < p->stride[1]; r[1]++)
-            for (r[2] = 0; r[2] < p->stride[2]; r[2]++) {
-                xconv_canon q;
-                if (phase(p, r, &q) && !xconv__cuda_igemm_fits(&q, why_not)) return false;
-            }
-    return true;
+    return each_phase(p, [&](const xconv_canon &q) { return xconv__cuda_igemm_fits(&q, why_not); });
 }
 
 size_t deconv_workspace_bytes(const xconv_canon *) { return 0; }
@@ -103,37 +110,26 @@ xconv_status deconv_run(const xconv_exec *e, xconv_error *err)
 void xconv__cuda_deconv_launch(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream)
 {
     /* The phases with taps in one launch of the wgmma kernel where it takes them (at most 8:
-     * its launch parameter), else one launch per phase. */
+     * its launch parameter), else one launch per phase; a phase without taps gets the bias
+     * alone. */
     xconv_canon set[8];
     int n = 0;
-    bool one_launch = true;
-    int64_t r[3];
-    for (r[0] = 0; r[0] < p->stride[0]; r[0]++)
-        for (r[1] = 0; r[1] < p->stride[1]; r[1]++)
-            for (r[2] = 0; r[2] < p->stride[2]; r[2]++) {
-                xconv_canon q;
-                if (!phase(p, r, &q) || q.n * xconv__prod3(q.y_size) == 0) continue;
-                if (xconv__prod3(q.k_size) == 0) {
-                    xconv__cuda_tc_launch(&q, e, stream); /* the bias alone */
-                    continue;
-                }
-                if (n < 8) set[n] = q;
-                one_launch = one_launch && n < 8;
-                n++;
-            }
+    each_phase(p, [&](const xconv_canon &q) {
+        if (q.n * xconv__prod3(q.y_size) == 0) return true;
+        if (xconv__prod3(q.k_size) == 0) xconv__cuda_tc_launch(&q, e, stream);
+        else if (n++ < 8) set[n - 1] = q;
+        return true;
+    });
     /* tuning knob: XCONV_DECONV_SPLIT=1 launches the phases one by one */
     const char *split = getenv("XCONV_DECONV_SPLIT");
-    one_launch = one_launch && !(split && split[0] == '1');
-    if (n == 0 || (one_launch && xconv__cuda_tc_launch_set(set, n, e, stream))) return;
-    for (r[0] = 0; r[0] < p->stride[0]; r[0]++)
-        for (r[1] = 0; r[1] < p->stride[1]; r[1]++)
-            for (r[2] = 0; r[2] < p->stride[2]; r[2]++) {
-                xconv_canon q;
-                if (!phase(p, r, &q) || q.n * xconv__prod3(q.y_size) == 0 ||
-                    xconv__prod3(q.k_size) == 0)
-                    continue;
-                xconv__cuda_tc_launch(&q, e, stream);
-            }
+    if (n == 0 ||
+        (n <= 8 && !(split && split[0] == '1') && xconv__cuda_tc_launch_set(set, n, e, stream)))
+        return;
+    each_phase(p, [&](const xconv_canon &q) {
+        if (q.n * xconv__prod3(q.y_size) != 0 && xconv__prod3(q.k_size) != 0)
+            xconv__cuda_tc_launch(&q, e, stream);
+        return true;
+    });
 }
 
 extern "C" const xconv_engine xconv__engine_cuda_deconv = {

@@ -25,49 +25,29 @@ constexpr int VEC_THREADS = 256; /* dw_vec's block */
 constexpr int VEC_POS = 4;             /* output positions per thread */
 constexpr int VEC_WBYTES = 32 * 1024;  /* staged weights per block */
 
-/* f16 rounding through the hardware, two at a time: cvt.rn rounds every non-NaN value as
- * the library does (nearest even, overflow to inf, subnormals kept); only a NaN's code
- * differs, and is rewritten to the library's sign | 0x7e00. mini_encode, its branchy software
- * form, made f16 stores ~30% slower than bf16's. */
-__device__ __forceinline__ uint32_t f16x2_rne(float lo, float hi)
-{
-    uint32_t h;
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(h) : "f"(hi), "f"(lo));
-    if (lo != lo) h = (h & 0xffff0000u) | (__float_as_uint(lo) >> 16 & 0x8000u) | 0x7e00u;
-    if (hi != hi) h = (h & 0xffffu) | (__float_as_uint(hi) & 0x80000000u) | 0x7e000000u;
-    return h;
-}
-
 /* A 16-byte vector of V elements of D held as 4 words (indices constant after unrolling, so
  * the words stay in registers): element i in the compute type A (f32, or u32 for the byte
  * integers), and output word i of V sums rounded (or wrapped) into YB-byte elements. */
 template <xconv_dtype D> struct vec_traits;
-template <> struct vec_traits<XCONV_DTYPE_BF16> {
+/* bf16 and f16: 8 halves in the 4 words. */
+template <xconv_dtype D> struct half_traits {
     using A = float;
     using A4 = float4;
     static constexpr int V = 8;
     static __device__ __forceinline__ float get(const uint32_t (&q)[4], int i)
     {
-        return bf16_to_f32((uint16_t)(q[i >> 1] >> (16 * (i & 1))));
+        const uint16_t h = (uint16_t)(q[i >> 1] >> (16 * (i & 1)));
+        return D == XCONV_DTYPE_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
     }
     template <int YB> static __device__ __forceinline__ uint32_t word(const float *a, int i)
     {
-        return f32_to_bf16(a[2 * i]) | (uint32_t)f32_to_bf16(a[2 * i + 1]) << 16;
+        if constexpr (D == XCONV_DTYPE_BF16)
+            return f32_to_bf16(a[2 * i]) | (uint32_t)f32_to_bf16(a[2 * i + 1]) << 16;
+        else return f16x2_rne(a[2 * i], a[2 * i + 1]);
     }
 };
-template <> struct vec_traits<XCONV_DTYPE_F16> {
-    using A = float;
-    using A4 = float4;
-    static constexpr int V = 8;
-    static __device__ __forceinline__ float get(const uint32_t (&q)[4], int i)
-    {
-        return f16_to_f32((uint16_t)(q[i >> 1] >> (16 * (i & 1))));
-    }
-    template <int YB> static __device__ __forceinline__ uint32_t word(const float *a, int i)
-    {
-        return f16x2_rne(a[2 * i], a[2 * i + 1]);
-    }
-};
+template <> struct vec_traits<XCONV_DTYPE_BF16> : half_traits<XCONV_DTYPE_BF16> {};
+template <> struct vec_traits<XCONV_DTYPE_F16> : half_traits<XCONV_DTYPE_F16> {};
 template <> struct vec_traits<XCONV_DTYPE_F32> {
     using A = float;
     using A4 = float4;

@@ -384,14 +384,8 @@ igemm_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
     const int pitch = BN * y_es + 16;
     using bias_t =
         typename std::conditional<std::is_same<acc_t, float>::value, float, uint32_t>::type;
-    /* the block's BN bias values, after the tile and the row offsets (in registers they
-     * made the float kernels spill) */
     bias_t *bv = (bias_t *)(smem + BM * pitch + BM * sizeof(int64_t));
-    if (bias && tid < BN) {
-        const int64_t o = o0 + tid;
-        bv[tid] = ops<bias_t>::load(p.bias_dtype, bias,
-                                    p.b_off + (g * p.cout_g + (o < p.cout_g ? o : 0)) * p.b_s);
-    }
+    xconv_cuda_stage_bias<bias_t, BN>(p, bias, bv, tid, o0, g);
     __syncthreads();
     unsigned char *tile = smem + (warp_m * 64 + (lane >> 2)) * pitch;
     const int col0 = warp_n * 32 + (lane & 3) * 2;

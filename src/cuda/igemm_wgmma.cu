@@ -46,9 +46,8 @@
  * proxy) reads by fence.proxy.async before that barrier.
  *
  * Epilogue: cuda.igemm_tc's semantics: f32 (s32 as u32) sums plus the bias, one rounding to
- * y's dtype (the library's rules: bf16 and fp8 through common.cuh; f16 by cvt.rn.f16.f32,
- * which rounds the same for every non-NaN value, with NaN written as sign | 0x7e00 as the
- * library does) into a shared-memory tile, then 16-byte stores of whole rows where y allows.
+ * y's dtype (the library's rules, common.cuh's store_f32) into a shared-memory tile, then
+ * 16-byte stores of whole rows where y allows.
  * No atomics, no split of K: results are deterministic, and for exact inputs identical to
  * cuda.igemm_tc's and cpu.ref's.
  *
@@ -83,10 +82,11 @@ template <> struct cfg<1, 160> { static constexpr int stages = 5, minb = 1; }; /
 template <> struct cfg<1, 192> { static constexpr int stages = 5, minb = 1; }; /* 200 KiB */
 template <> struct cfg<1, 256> { static constexpr int stages = 4, minb = 1; }; /* 192 KiB */
 
-/* the y tile (4-byte elements at most, rows padded by 16 bytes), row offsets, bias */
-template <int MT, int BN> constexpr int epi_bytes()
+/* wg_epilogue's shared memory: the y tile of y_es-byte elements (rows padded by 16 bytes),
+ * its row offsets, the bias (the cp.async kernel sizes it for 4-byte y) */
+template <int MT, int BN> constexpr int epi_bytes(int y_es = 4)
 {
-    return 128 * MT * (BN * 4 + 16) + 128 * MT * 8 + BN * 4;
+    return 128 * MT * (BN * y_es + 16) + 128 * MT * 8 + BN * 4;
 }
 /* The pipeline's and the epilogue's shared memory for a reduction of kt stages: a short
  * reduction (a 1x1 conv over few channels) fills fewer stages, so more blocks share an SM
@@ -532,7 +532,7 @@ bool launch_tma(const tma_set &set, const xconv_exec *e, cudaStream_t stream, in
     const int yes = (int)xconv_dtype_size(q.y_dtype);
     const int64_t es = (int64_t)xconv_dtype_size(q.x_dtype);
     const int64_t kt = xconv__prod3(q.k_size) * ((q.cin_g * es + BKB - 1) / BKB);
-    const int epi = BM * (BN * yes + 16) + BM * 8 + BN * 4; /* wg_epilogue's y tile and bias */
+    const int epi = epi_bytes<MT, BN>(yes);
     int limit = 0;
     cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, q.device_index);
     const int room = limit - 2048; /* the mbarriers and the alignment */

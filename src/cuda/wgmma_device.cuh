@@ -48,22 +48,6 @@ template <int N> __device__ __forceinline__ void cp_async_wait()
 /* A tile row of 8 chunks of 16 bytes in the 128-byte swizzle (tile base 1024-aligned). */
 __device__ __forceinline__ int swz(int row, int chunk) { return row * BKB + ((chunk ^ (row & 7)) << 4); }
 
-/* f32 -> f16 rounding to nearest even (overflow to inf, subnormals) as mini_encode does;
- * NaN as the library writes it (sign | 0x7e00). */
-__device__ __forceinline__ uint16_t f32_to_f16_rne(float f)
-{
-    uint16_t h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
-    if (f != f) h = (uint16_t)(((__float_as_uint(f) >> 16) & 0x8000u) | 0x7e00u);
-    return h;
-}
-
-template <xconv_dtype YD> __device__ __forceinline__ void put_f32(unsigned char *dst, int i, float f)
-{
-    if constexpr (YD == XCONV_DTYPE_F16) ((uint16_t *)dst)[i] = f32_to_f16_rne(f);
-    else store_f32(YD, dst, i, f);
-}
-
 /* One warpgroup's 64 x BN accumulators plus bias into the shared y tile, rounded once to YD.
  * Thread layout (wgmma's, = mma.sync's C fragments): d[4j + 2h + e] is row lane/4 + 8h of
  * the warp's 16, column 8j + 2(lane%4) + e. */
@@ -82,7 +66,7 @@ __device__ __forceinline__ void tile_store(const acc_t (&acc)[BN / 2], const bia
                 if constexpr (std::is_same<acc_t, float>::value) {
                     float f = acc[4 * j + 2 * h + e];
                     if (has_bias) f += bv[cidx];
-                    put_f32<YD>(dst, cidx, f);
+                    store_f32(YD, dst, cidx, f);
                 } else {
                     uint32_t u = (uint32_t)acc[4 * j + 2 * h + e];
                     if (has_bias) u += bv[cidx];
@@ -109,11 +93,7 @@ __device__ __forceinline__ void wg_epilogue(const acc_t (&acc)[MT][BN / 2], unsi
     const int pitch = BN * y_es + 16;
     using bias_t = typename std::conditional<is_float, float, uint32_t>::type;
     bias_t *bv = (bias_t *)(smem + BM * pitch + BM * sizeof(int64_t));
-    if (bias && tid < BN) {
-        const int64_t o = o0 + tid;
-        bv[tid] = ops<bias_t>::load(p.bias_dtype, bias,
-                                    p.b_off + (g * p.cout_g + (o < p.cout_g ? o : 0)) * p.b_s);
-    }
+    xconv_cuda_stage_bias<bias_t, BN>(p, bias, bv, tid, o0, g);
     sync();
     const int col0 = (lane & 3) * 2;
     const bool hb = bias != nullptr;
