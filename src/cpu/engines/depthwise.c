@@ -246,7 +246,8 @@ static xconv_status dw_run(const xconv_exec *e, xconv_error *err)
     if (p->n == 0) return XCONV_STATUS_OK;
     if (g.path == DW_FAST) {
         pack_fast(e, &g, p->prepacked ? NULL : (uint32_t *)(ws + g.wk));
-        xconv_dw_fast f = {p, e->x, e->y, p->prepacked ? e->packed : ws + g.wk, p->has_bias ? ws + g.bp : NULL,
+        const void *wf = p->prepacked ? e->packed : ws + g.wk;
+        xconv_dw_fast f = {p, e->x, e->y, wf, p->has_bias ? ws + g.bp : NULL,
                            g.xk, g.yk, g.seg, g.nseg};
         xconv__parallel_for_slot(e->ctx, g.count, dw_fast_range, &f);
         return XCONV_STATUS_OK;
