@@ -18,12 +18,14 @@
  * written in place; anything else goes through a per-thread tile and xconv__store_row.
  *
  * Shapes: positions tile by mr (within one stride phase of one output row for the transpose),
- * output channels by nr within a group. Work items (group, panel, tile) are split statically
- * across threads; each output element is summed by one thread in a fixed order.
+ * output channels by nr within a group. Work units (a block of tiles of one group and panel)
+ * are handed to threads as they ask; each output element is summed by one unit in a fixed
+ * order.
  * Assumes: a validated canonical problem on the CPU.
  */
 #include "cpu/ukernels/igemm.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,14 +77,13 @@ typedef struct ig_tile {
     int64_t yel[8];      /* y element offset per live position */
 } ig_tile;
 
+/* The table of conv's runs (defined with the tiles below). */
+typedef struct ig_run_entry ig_run_entry;
+
 /* Per-thread scratch: a and b for each tile of a group, a1/b1 for one position's own taps or
- * an offset block, c per tile, and the tiles' bookkeeping; the compute-type tiles follow. */
-static size_t ptr_bytes(const ig_geom *q)
-{
-    const size_t mr = (size_t)q->g->mr, runs = (size_t)q->max_runs, gt = (size_t)q->group;
-    return align64(sizeof(void *) * (gt * runs * (mr + 1) + runs * (mr + 1) + gt * mr) +
-                   sizeof(ig_tile) * gt);
-}
+ * an offset block, c per tile, the tiles' bookkeeping and conv's runs; the compute-type tiles
+ * follow. */
+static size_t ptr_bytes(const ig_geom *q);
 
 int64_t xconv__igemm_budget_floor = (int64_t)16 << 20;
 
@@ -228,6 +229,11 @@ typedef struct ig_task {
     int64_t           tiles;      /* tiles per (group, panel) */
     int64_t           tiles_per_phase;
     int64_t           tiles_phases;   /* stride phases with outputs: min(s2, Y2) */
+    /* Work units: a block of about q->group consecutive tiles (the same blocks for any thread
+     * count) over one (group, panel); blocks outer when tile_major, else panels outer. */
+    int64_t           blocks, units;
+    bool              tile_major;
+    _Atomic int64_t  *next;       /* the next unit to take; NULL: static ranges of units */
     /* where the A side reads x: the converted buffer or x itself, in elements of es bytes */
     const char       *src;
     int64_t           src_es, src_off, src_sn, src_ss[3];
@@ -438,77 +444,140 @@ static void set_source(ig_task *t)
     }
 }
 
-/* Where the next tile starts: a thread walks tiles in order, so stepping its counters by
- * mr spares the divisions (tens of cycles each, as much as a small tile's arithmetic). */
+/* Where the next tile starts: a thread walks tiles in order, so stepping a cursor spares
+ * the divisions and most multiplications (tens of cycles each: as much as a 1x1 tile's
+ * arithmetic). Offsets are in elements; xb is formed in wrapping unsigned arithmetic since
+ * positions whose taps reach into the padding may lie far outside x. */
 typedef struct ig_cursor {
-    int64_t first;       /* the position index (n, j0, j1, j2) describe; -1: none */
-    int64_t n, j0, j1, j2;
+    int64_t  first;      /* the position index (n, j0, j1, j2) describe; -1: none */
+    int64_t  n, j0, j1, j2;
+    uint64_t xb;         /* x (chunk-relative source) element of tap 0, channel 0 */
+    int64_t  yb;         /* y element of output channel 0 */
+    uint64_t dx;         /* xb's step along j2 */
 } ig_cursor;
 
-/* Fills the pointer arrays of one conv tile; returns the number of runs. */
-static int64_t conv_tile(const ig_task *t, int64_t g, int64_t tile, const char *wpanel,
-                         const void **a, const void **b, int64_t pos[][4], int *m,
-                         ig_cursor *cur)
+/* Per-thread table of conv's runs, the same for every tile: x offset, kernel coordinates
+ * (for the bounds checks) and the run's weights within a panel. */
+struct ig_run_entry {
+    uint64_t off;
+    int64_t  d0, d1, d2;
+    size_t   w;
+};
+
+static size_t ptr_bytes(const ig_geom *q)
+{
+    const size_t mr = (size_t)q->g->mr, runs = (size_t)q->max_runs, gt = (size_t)q->group;
+    return align64(sizeof(void *) * (gt * runs * (mr + 1) + runs * (mr + 1) + gt * mr) +
+                   sizeof(ig_tile) * gt + sizeof(ig_run_entry) * runs);
+}
+
+static void cursor_bases(const ig_task *t, ig_cursor *c)
+{
+    const xconv_canon *p = t->e->p;
+    const bool pc = t->q->pad_copy;
+    const int64_t q0 = c->j0 * p->stride[0] - (pc ? 0 : p->pad_lo[0]),
+                  q1 = c->j1 * p->stride[1] - (pc ? 0 : p->pad_lo[1]),
+                  q2 = c->j2 * p->stride[2] - (pc ? 0 : p->pad_lo[2]);
+    c->xb = (uint64_t)t->src_off + (uint64_t)c->n * (uint64_t)t->src_sn +
+            (uint64_t)q0 * (uint64_t)t->src_ss[0] + (uint64_t)q1 * (uint64_t)t->src_ss[1] +
+            (uint64_t)q2 * (uint64_t)t->src_ss[2];
+    c->yb = p->y_off + (t->n0 + c->n) * p->y_sn + c->j0 * p->y_ss[0] + c->j1 * p->y_ss[1] +
+            c->j2 * p->y_ss[2];
+}
+
+static void cursor_seek(const ig_task *t, ig_cursor *c, int64_t first)
+{
+    const xconv_canon *p = t->e->p;
+    const int64_t Y1 = p->y_size[1], Y2 = p->y_size[2];
+    c->first = first;
+    c->n = first / (p->y_size[0] * Y1 * Y2);
+    c->j0 = first / (Y1 * Y2) % p->y_size[0];
+    c->j1 = first / Y2 % Y1;
+    c->j2 = first % Y2;
+    c->dx = (uint64_t)p->stride[2] * (uint64_t)t->src_ss[2];
+    cursor_bases(t, c);
+}
+
+static inline void cursor_step(const ig_task *t, ig_cursor *c)
+{
+    const xconv_canon *p = t->e->p;
+    c->first++;
+    if (++c->j2 < p->y_size[2]) {
+        c->xb += c->dx;
+        c->yb += p->y_ss[2];
+        return;
+    }
+    c->j2 = 0;
+    if (++c->j1 == p->y_size[1] && (c->j1 = 0, ++c->j0 == p->y_size[0])) c->j0 = 0, c->n++;
+    cursor_bases(t, c);
+}
+
+/* Fills the table of runs; returns whether taps may fall in the padding (x not padded in
+ * the buffer: an unpadded conv's taps all lie inside x). */
+static bool conv_runs(const ig_task *t, ig_run_entry *rt)
 {
     const xconv_canon *p = t->e->p;
     const ig_geom *q = t->q;
-    const int mr = q->g->mr;
-    const int64_t Y0 = p->y_size[0], Y1 = p->y_size[1], Y2 = p->y_size[2], per_img = Y0 * Y1 * Y2;
-    const int64_t total = t->nb * per_img;
-    const char *zero = (const char *)t->e->workspace + q->zero;
-    *m = 0;
-    /* divide for the first position only when the cursor is elsewhere, then step */
-    const int64_t first = tile * mr;
-    int64_t n_, j0, j1, j2;
-    if (cur->first == first) {
-        n_ = cur->n, j0 = cur->j0, j1 = cur->j1, j2 = cur->j2;
-    } else {
-        n_ = first / per_img, j0 = first / (Y1 * Y2) % Y0, j1 = first / Y2 % Y1, j2 = first % Y2;
-    }
-    for (int i = 0; i < mr; i++) {
-        const bool live = first + i < total;
-        *m += live;
-        pos[i][0] = live ? n_ : -1;
-        pos[i][1] = j0, pos[i][2] = j1, pos[i][3] = j2;
-        if (++j2 == Y2 && (j2 = 0, ++j1 == Y1) && (j1 = 0, ++j0 == Y0)) j0 = 0, n_++;
-    }
-    *cur = (ig_cursor){first + mr, n_, j0, j1, j2};
     const int64_t k2n = q->merge ? 1 : p->k_size[2];
-    const int64_t lo0 = q->pad_copy ? 0 : p->pad_lo[0], lo1 = q->pad_copy ? 0 : p->pad_lo[1],
-                  lo2 = q->pad_copy ? 0 : p->pad_lo[2];
-    /* per position: the x coordinates of tap 0 and their element index; per run: an offset.
-     * Indices of taps in the padding may be far out of range (padding up to 2^62), so they
-     * are formed in wrapping unsigned arithmetic and used only for taps inside x. */
-    int64_t q0[8], q1[8], q2[8];
-    uint64_t base[8];
-    for (int i = 0; i < mr; i++) {
-        q0[i] = pos[i][1] * p->stride[0] - lo0;
-        q1[i] = pos[i][2] * p->stride[1] - lo1;
-        q2[i] = pos[i][3] * p->stride[2] - lo2;
-        base[i] = (uint64_t)t->src_off + (uint64_t)(pos[i][0] < 0 ? 0 : pos[i][0]) * (uint64_t)t->src_sn +
-                  (uint64_t)q0[i] * (uint64_t)t->src_ss[0] + (uint64_t)q1[i] * (uint64_t)t->src_ss[1] +
-                  (uint64_t)q2[i] * (uint64_t)t->src_ss[2] + (uint64_t)(g * p->cin_g);
-    }
-    const bool check = !q->pad_copy;
     int64_t r = 0;
     for (int64_t k0 = 0; k0 < p->k_size[0]; k0++)
         for (int64_t k1 = 0; k1 < p->k_size[1]; k1++)
             for (int64_t k2 = 0; k2 < k2n; k2++, r++) {
                 const int64_t k = (k0 * p->k_size[1] + k1) * p->k_size[2] + k2;
-                const int64_t d0 = k0 * p->dil[0], d1 = k1 * p->dil[1], d2 = k2 * p->dil[2];
-                const uint64_t off = (uint64_t)d0 * (uint64_t)t->src_ss[0] +
-                                     (uint64_t)d1 * (uint64_t)t->src_ss[1] + (uint64_t)d2 * (uint64_t)t->src_ss[2];
-                b[r] = wpanel + q->b_row * (size_t)(k * q->cin_r);
-                for (int i = 0; i < mr; i++) {
-                    bool in = pos[i][0] >= 0;
-                    if (check)
-                        in = in && (uint64_t)(q0[i] + d0) < (uint64_t)p->x_size[0] &&
-                             (uint64_t)(q1[i] + d1) < (uint64_t)p->x_size[1] &&
-                             (uint64_t)(q2[i] + d2) < (uint64_t)p->x_size[2];
-                    a[r * mr + i] = in ? t->src + (int64_t)(base[i] + off) * t->src_es : zero;
-                }
+                rt[r].d0 = k0 * p->dil[0], rt[r].d1 = k1 * p->dil[1], rt[r].d2 = k2 * p->dil[2];
+                rt[r].off = (uint64_t)rt[r].d0 * (uint64_t)t->src_ss[0] +
+                            (uint64_t)rt[r].d1 * (uint64_t)t->src_ss[1] +
+                            (uint64_t)rt[r].d2 * (uint64_t)t->src_ss[2];
+                rt[r].w = q->b_row * (size_t)(k * q->cin_r);
             }
-    return r;
+    bool padded = false;
+    for (int i = 0; i < 3; i++) padded |= p->pad_lo[i] || p->pad_hi[i];
+    return padded && !q->pad_copy;
+}
+
+/* Fills the A pointers of one conv tile (every run, mr rows) and its live rows' y element
+ * offsets at output channel 0; returns the number of runs. Rows past the last position and
+ * taps in the padding read the zero buffer. */
+static int64_t conv_tile(const ig_task *t, int64_t g, int64_t tile, const ig_run_entry *rt,
+                         bool check, const void **a, int *m, int64_t *yel, ig_cursor *cur)
+{
+    const xconv_canon *p = t->e->p;
+    const ig_geom *q = t->q;
+    const int mr = q->g->mr;
+    const int64_t total = t->nb * xconv__prod3(p->y_size), first = tile * mr;
+    const char *zero = (const char *)t->e->workspace + q->zero;
+    if (cur->first != first) cursor_seek(t, cur, first);
+    uint64_t xb[8];
+    int64_t q0[8], q1[8], q2[8];
+    int live = 0;
+    for (int i = 0; i < mr && cur->first < total; i++, live++) {
+        xb[i] = cur->xb + (uint64_t)(g * p->cin_g);
+        yel[i] = cur->yb;
+        if (check) {
+            q0[i] = cur->j0 * p->stride[0] - p->pad_lo[0];
+            q1[i] = cur->j1 * p->stride[1] - p->pad_lo[1];
+            q2[i] = cur->j2 * p->stride[2] - p->pad_lo[2];
+        }
+        cursor_step(t, cur);
+    }
+    *m = live;
+    const char *src = t->src;
+    const int64_t es = t->src_es;
+    if (!check && live == mr) {
+        for (int64_t r = 0; r < q->runs; r++)
+            for (int i = 0; i < mr; i++) a[r * mr + i] = src + (int64_t)(xb[i] + rt[r].off) * es;
+        return q->runs;
+    }
+    for (int64_t r = 0; r < q->runs; r++)
+        for (int i = 0; i < mr; i++) {
+            bool in = i < live;
+            if (in && check)
+                in = (uint64_t)(q0[i] + rt[r].d0) < (uint64_t)p->x_size[0] &&
+                     (uint64_t)(q1[i] + rt[r].d1) < (uint64_t)p->x_size[1] &&
+                     (uint64_t)(q2[i] + rt[r].d2) < (uint64_t)p->x_size[2];
+            a[r * mr + i] = in ? src + (int64_t)(xb[i] + rt[r].off) * es : zero;
+        }
+    return q->runs;
 }
 
 /* Fills the pointer arrays of one transpose tile (one stride phase of one output row). */
@@ -608,10 +677,10 @@ static void run_mixed(const ig_task *t, const ig_tile *tl, const void **a, const
 }
 
 /*
- * Work items are (group, panel, tile); a thread takes its items in groups of up to q->group
- * consecutive tiles of one panel and walks the reduction in blocks whose packed weights fit
- * L1 (q->kc values: several whole runs, or a slice of one long run), running every tile of
- * the group on a block before moving on. Each C element still sums its terms in run order,
+ * A work unit is a block of up to q->group consecutive tiles of one (group, panel); a thread
+ * takes units from t->next (or its static range) and walks each unit's reduction in blocks
+ * whose packed weights fit L1 (q->kc values: several whole runs, or a slice of one long run),
+ * running every tile of the unit on a block before moving on. Each C element still sums its terms in run order,
  * then channel order, whatever the grouping: results do not depend on the thread count.
  */
 static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
@@ -630,18 +699,26 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
     const void **b1 = a1 + mx * mr;                   /* [mx] */
     void **c = (void **)(b1 + mx);                    /* [gt][mr] */
     ig_tile *tiles = (ig_tile *)(c + gt * mr);
+    ig_run_entry *runs = (ig_run_entry *)(tiles + gt); /* [mx], conv */
     char *ctile = scratch + ptr_bytes(q);             /* [gt][mr] rows */
     uint32_t *tinit = (uint32_t *)(ctile + align64((size_t)(gt * mr) * q->row_bytes)); /* [gt + 1] */
     const bool tr = p->op == XCONV_OP_CONV_TRANSPOSE;
     int64_t pos[8][4];
     int64_t packed_gp = -1;
-    ig_cursor cursor = {-1, 0, 0, 0, 0};
+    ig_cursor cursor = {.first = -1};
+    const bool check = !tr && conv_runs(t, runs);
+    /* conv's tiles all sum the same runs: one b array serves them */
+    const int64_t bstep = tr ? mx : 0;
 
-    for (int64_t item = begin; item < end;) {
-        const int64_t tile0 = item % t->tiles, gp = item / t->tiles;
-        int64_t count = t->tiles - tile0;
-        if (count > end - item) count = end - item;
-        if (count > gt) count = gt;
+    const int64_t gps = p->groups * q->panels;
+    for (int64_t unit = begin;;) {
+        const int64_t u =
+            t->next ? atomic_fetch_add_explicit(t->next, 1, memory_order_relaxed) : unit++;
+        if (u >= (t->next ? t->units : end)) break;
+        const int64_t blk = t->tile_major ? u / gps : u % t->blocks;
+        const int64_t gp = t->tile_major ? u % gps : u / t->blocks;
+        const int64_t tile0 = t->tiles * blk / t->blocks;
+        const int64_t count = t->tiles * (blk + 1) / t->blocks - tile0;
         const int64_t panel = gp % q->panels, g = gp / q->panels;
         const char *wpanel = t->blob + q->wp +
                              q->b_row * (size_t)(gp * xconv__prod3(p->k_size) * q->cin_r);
@@ -664,24 +741,31 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
         const int cnt = (int)(p->cout_g - panel * q->g->nr < q->g->nr ? p->cout_g - panel * q->g->nr : q->g->nr);
         int64_t longest = 0;
 
+        if (!tr)
+            for (int64_t r = 0; r < q->runs; r++) b[r] = wpanel + runs[r].w;
         for (int64_t ti = 0; ti < count; ti++) {
             ig_tile *tl = &tiles[ti];
-            const void **at = a + ti * mx * mr, **bt = b + ti * mx;
+            const void **at = a + ti * mx * mr, **bt = b + ti * bstep;
             void **ct = c + ti * mr;
             tl->mixed = false;
-            tl->runs = tr ? transpose_tile(t, g, tile0 + ti, wpanel, at, bt, pos, &tl->m, &tl->mixed)
-                          : conv_tile(t, g, tile0 + ti, wpanel, at, bt, pos, &tl->m, &cursor);
+            if (tr) {
+                tl->runs =
+                    transpose_tile(t, g, tile0 + ti, wpanel, at, bt, pos, &tl->m, &tl->mixed);
+                for (int i = 0; i < tl->m; i++)
+                    tl->yel[i] = p->y_off + (t->n0 + pos[i][0]) * p->y_sn + pos[i][1] * p->y_ss[0] +
+                                 pos[i][2] * p->y_ss[1] + pos[i][3] * p->y_ss[2];
+            } else {
+                tl->runs = conv_tile(t, g, tile0 + ti, runs, check, at, &tl->m, tl->yel, &cursor);
+            }
             tl->done = tl->m == 0;
+            /* live positions come first in a tile, so rows i < m are exactly the live ones */
             for (int i = 0; i < mr; i++) {
-                tl->yel[i] = pos[i][0] < 0 ? 0
-                             : p->y_off + (t->n0 + pos[i][0]) * p->y_sn + pos[i][1] * p->y_ss[0] +
-                                   pos[i][2] * p->y_ss[1] + pos[i][3] * p->y_ss[2] + co * p->y_sc;
-                ct[i] = pos[i][0] < 0 ? NULL
+                if (i < tl->m) tl->yel[i] += co * p->y_sc;
+                ct[i] = i >= tl->m ? NULL
                         : q->y_direct ? (char *)e->y + tl->yel[i] * (int64_t)yes
                                       : ctile + (size_t)(ti * mr + i) * q->row_bytes;
             }
             if (tl->done) continue;
-            /* live positions come first in a tile, so rows i < m are exactly the live ones */
             if (tl->mixed || tl->runs == 0) {
                 if (tl->mixed) run_mixed(t, tl, at, bt, a1, b1, init, ct, cnt, wpanel, panel, tinit + gt * q->g->nr);
                 else q->g->kernel(0, q->len, at, bt, init, ct, tl->m, cnt, 0);
@@ -699,7 +783,7 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
                     const ig_tile *tl = &tiles[ti];
                     if (tl->done || r0 >= tl->runs) continue;
                     const int64_t nt = tl->runs - r0 < rb ? tl->runs - r0 : rb;
-                    q->g->kernel(nt, q->len, a + ti * mx * mr + r0 * mr, b + ti * mx + r0,
+                    q->g->kernel(nt, q->len, a + ti * mx * mr + r0 * mr, b + ti * bstep + r0,
                                  q->vnni && tr ? (const void *)(tinit + ti * q->g->nr) : init,
                                  c + ti * mr, tl->m, cnt, r0 > 0);
                 }
@@ -712,7 +796,7 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
                         if (tl->done || r >= tl->runs) continue;
                         const void **at = a + ti * mx * mr + r * mr;
                         for (int i = 0; i < mr; i++) a1[i] = (const char *)at[i] + (size_t)c0 * q->a_es;
-                        b1[0] = (const char *)b[ti * mx + r] + (size_t)c0 * q->b_row;
+                        b1[0] = (const char *)b[ti * bstep + r] + (size_t)c0 * q->b_row;
                         q->g->kernel(1, kl, a1, b1, q->vnni && tr ? (const void *)(tinit + ti * q->g->nr) : init,
                                      c + ti * mr, tl->m, cnt, r > 0 || c0 > 0);
                     }
@@ -726,7 +810,6 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
                 xconv__store_rows(p->ct, p->y_dtype, ctile + (size_t)(ti * mr) * q->row_bytes, q->row_bytes,
                                   rows, p->y_sc, cnt, tiles[ti].m);
             }
-        item += count;
     }
 }
 
@@ -779,7 +862,24 @@ static xconv_status ig_run(const xconv_exec *e, xconv_error *err)
             t.tiles_phases = phases;
             t.tiles = t.nb * p->y_size[0] * p->y_size[1] * phases * t.tiles_per_phase;
         }
-        xconv__parallel_for_slot(e->ctx, p->groups * q.panels * t.tiles, gemm_range, &t);
+        /* Panel-major units split the output channels between threads: each thread streams
+         * x and keeps only its panels' weights hot. When the weights are the smaller operand,
+         * tile-major units split the positions instead, so that each thread reads mostly its
+         * own part of x and y. */
+        const double w_bytes =
+            (double)q.b_row * (double)(p->groups * q.panels * xconv__prod3(p->k_size) * q.cin_r);
+        const double x_bytes = (double)q.a_es * (double)(t.nb * xconv__prod3(p->x_size) * p->cin);
+        t.tile_major = !q.lazy && w_bytes <= x_bytes;
+        t.blocks = (t.tiles + q.group - 1) / q.group;
+        t.units = t.blocks * p->groups * q.panels;
+        /* Threads take units as they finish (a thread slowed by other work on its core does
+         * less of them); each output element is still summed by one unit in a fixed order.
+         * Lazy packing keeps static ranges, so that a thread's units share panels. */
+        _Atomic int64_t next = 0;
+        const int64_t threads = xconv_context_threads(e->ctx);
+        t.next = q.lazy ? NULL : &next;
+        xconv__parallel_for_slot(e->ctx, t.next ? (threads < t.units ? threads : t.units) : t.units,
+                                 gemm_range, &t);
     }
     (void)err;
     return XCONV_STATUS_OK;
