@@ -96,29 +96,31 @@ xconv_status xconv__cuda_run(const xconv_exec *e, const char *engine, xconv_erro
     return st;
 }
 
-/* The tensor-core kernels' last epilogue step, shared by cuda.igemm_tc and cuda.igemm_wgmma:
- * the [BM][pitch] tile of y values in shared memory (rows: output positions m0.., M in all;
- * columns: BN output channels from o0 of group g) to y, by NT threads. Each row's y offset is
- * computed once, into the BM int64 of shared memory after the tile; then 16-byte pieces when
- * y's rows allow them (y_vec), else element by element. sync() is the threads' barrier. */
-template <int BM, int BN, int NT, class Sync>
-__device__ __forceinline__ void xconv_cuda_tile_to_y(const xconv_canon &p, unsigned char *smem,
-                                                     int pitch, char *y, int y_es, bool y_vec,
-                                                     int tid, int64_t m0, int64_t M, int64_t g,
-                                                     int64_t o0, Sync sync)
+/* The y element offset of output position m (of M; m >= M reads position 0) at channel o0
+ * of group g: the tensor-core epilogues' row offsets. */
+__device__ __forceinline__ int64_t xconv_cuda_y_row_off(const xconv_canon &p, int64_t m, int64_t M,
+                                                        int64_t g, int64_t o0)
 {
-    int64_t *row_off = (int64_t *)(smem + BM * pitch);
-    if (tid < BM) {
-        int64_t t = m0 + tid < M ? m0 + tid : 0;
-        const int64_t j2 = t % p.y_size[2];
-        t /= p.y_size[2];
-        const int64_t j1 = t % p.y_size[1];
-        t /= p.y_size[1];
-        const int64_t j0 = t % p.y_size[0], n = t / p.y_size[0];
-        row_off[tid] = p.y_off + n * p.y_sn + j0 * p.y_ss[0] + j1 * p.y_ss[1] + j2 * p.y_ss[2] +
-                       (g * p.cout_g + o0) * p.y_sc;
-    }
-    sync();
+    int64_t t = m < M ? m : 0;
+    const int64_t j2 = t % p.y_size[2];
+    t /= p.y_size[2];
+    const int64_t j1 = t % p.y_size[1];
+    t /= p.y_size[1];
+    const int64_t j0 = t % p.y_size[0], n = t / p.y_size[0];
+    return p.y_off + n * p.y_sn + j0 * p.y_ss[0] + j1 * p.y_ss[1] + j2 * p.y_ss[2] +
+           (g * p.cout_g + o0) * p.y_sc;
+}
+
+/* The [BM][pitch] tile of y values in shared memory (rows: output positions m0.., M in all;
+ * columns: BN output channels from o0) to y by NT threads, row r at y element row_off[r]
+ * (shared memory): 16-byte pieces when y's rows allow them (y_vec), else element by
+ * element. */
+template <int BM, int BN, int NT>
+__device__ __forceinline__ void xconv_cuda_tile_copy(const xconv_canon &p, const unsigned char *smem,
+                                                     int pitch, const int64_t *row_off, char *y,
+                                                     int y_es, bool y_vec, int tid, int64_t m0,
+                                                     int64_t M, int64_t o0)
+{
     const int cols = (int)(p.cout_g - o0 < BN ? p.cout_g - o0 : BN);
     const int row_bytes = cols * y_es;
     if (y_vec) {
@@ -141,6 +143,20 @@ __device__ __forceinline__ void xconv_cuda_tile_to_y(const xconv_canon &p, unsig
             }
         }
     }
+}
+
+/* cuda.igemm_tc's last epilogue step: each row's y offset computed once, into the BM int64
+ * of shared memory after the tile, then the tile to y. sync() is the threads' barrier. */
+template <int BM, int BN, int NT, class Sync>
+__device__ __forceinline__ void xconv_cuda_tile_to_y(const xconv_canon &p, unsigned char *smem,
+                                                     int pitch, char *y, int y_es, bool y_vec,
+                                                     int tid, int64_t m0, int64_t M, int64_t g,
+                                                     int64_t o0, Sync sync)
+{
+    int64_t *row_off = (int64_t *)(smem + BM * pitch);
+    if (tid < BM) row_off[tid] = xconv_cuda_y_row_off(p, m0 + tid, M, g, o0);
+    sync();
+    xconv_cuda_tile_copy<BM, BN, NT>(p, smem, pitch, row_off, y, y_es, y_vec, tid, m0, M, o0);
 }
 
 /* e over a rewritten problem q and workspace copies (no workspace of its own). */
@@ -315,8 +331,21 @@ __device__ __forceinline__ uint32_t f16x2_rne(float lo, float hi)
 {
     uint32_t h;
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(h) : "f"(hi), "f"(lo));
-    if (lo != lo) h = (h & 0xffff0000u) | (__float_as_uint(lo) >> 16 & 0x8000u) | 0x7e00u;
-    if (hi != hi) h = (h & 0xffffu) | (__float_as_uint(hi) & 0x80000000u) | 0x7e000000u;
+    if (lo != lo || hi != hi) /* rare: one branch for both */
+        h = (uint32_t)f32_to_f16_rne(lo) | (uint32_t)f32_to_f16_rne(hi) << 16;
+    return h;
+}
+
+/* f32 -> bf16, two at a time (lo in the low half), through the hardware's rounding: the same
+ * bits as f32_to_bf16 for every non-NaN value (nearest even, overflow to inf, subnormals
+ * kept); a NaN (rare: one branch for both) takes f32_to_bf16's code instead of the
+ * hardware's canonical one. About a third of f32_to_bf16's instructions per value, which
+ * bounded the tensor-core epilogues. */
+__device__ __forceinline__ uint32_t bf16x2_rne(float lo, float hi)
+{
+    uint32_t h;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(h) : "f"(hi), "f"(lo));
+    if (lo != lo || hi != hi) h = (uint32_t)f32_to_bf16(lo) | (uint32_t)f32_to_bf16(hi) << 16;
     return h;
 }
 
@@ -435,19 +464,24 @@ template <class R, class C> struct complex_ops {
 template <> struct ops<xconv_c64> : complex_ops<float, xconv_c64> {};
 template <> struct ops<xconv_c128> : complex_ops<double, xconv_c128> {};
 
+/* The bias of output channel o0 + i of group g as the tensor-core epilogues add it (f32, or
+ * u32 for integer sums); channels past cout/groups read channel 0. */
+template <class bias_t>
+__device__ __forceinline__ bias_t xconv_cuda_bias_at(const xconv_canon &p, const char *bias,
+                                                     int64_t o, int64_t g)
+{
+    return ops<bias_t>::load(p.bias_dtype, bias,
+                             p.b_off + (g * p.cout_g + (o < p.cout_g ? o : 0)) * p.b_s);
+}
+
 /* The tensor-core kernels' bias for the BN output channels from o0 of group g, read once by
  * the first BN threads into bv (shared memory after the y tile and its row offsets; in
- * registers it made the float kernels spill), channels past cout/groups reading channel 0.
- * The caller's barrier follows. */
+ * registers it made the float kernels spill). The caller's barrier follows. */
 template <class bias_t, int BN>
 __device__ __forceinline__ void xconv_cuda_stage_bias(const xconv_canon &p, const char *bias,
                                                       bias_t *bv, int tid, int64_t o0, int64_t g)
 {
-    if (bias && tid < BN) {
-        const int64_t o = o0 + tid;
-        bv[tid] = ops<bias_t>::load(p.bias_dtype, bias,
-                                    p.b_off + (g * p.cout_g + (o < p.cout_g ? o : 0)) * p.b_s);
-    }
+    if (bias && tid < BN) bv[tid] = xconv_cuda_bias_at<bias_t>(p, bias, o0 + tid, g);
 }
 
 } /* namespace xconv_cuda */

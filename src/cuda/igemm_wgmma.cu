@@ -46,8 +46,9 @@
  * proxy) reads by fence.proxy.async before that barrier.
  *
  * Epilogue: cuda.igemm_tc's semantics: f32 (s32 as u32) sums plus the bias, one rounding to
- * y's dtype (the library's rules, common.cuh's store_f32) into a shared-memory tile, then
- * 16-byte stores of whole rows where y allows.
+ * y's dtype (the library's rules, common.cuh's f32_to_bf16 / f32_to_f16_rne) into a
+ * shared-memory tile, then 16-byte stores of whole rows where y allows. The bias and the
+ * rows' y offsets are fetched before the tile's MMAs (epi_fetch).
  * No atomics, no split of K: results are deterministic, and for exact inputs identical to
  * cuda.igemm_tc's and cpu.ref's.
  *
@@ -58,7 +59,8 @@
  * Tuning knobs (environment, read at each launch; for measurements, not needed otherwise):
  * XCONV_WGMMA_CFG=0..6 forces a configuration (an index of CFGS); XCONV_WGMMA_TMA=1 keeps A on
  * cp.async, =0 loads B by cp.async too; XCONV_WGMMA_PERSIST=0/1 forces the one-tile-per-block
- * or the persistent grid of the TMA kernel.
+ * or the persistent grid of the TMA kernel; XCONV_WGMMA_EPI=consumers leaves the copy of the
+ * y tile to y to the consumer warpgroups (as before the store warps).
  */
 #include "cuda/wgmma_device.cuh"
 
@@ -138,6 +140,7 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
     const int64_t M = p.n * Y0 * Y1 * Y2;
     const int64_t m0 = (int64_t)blockIdx.x * BM;
     const int64_t o0 = (int64_t)blockIdx.y * BN;
+    const epi_pre<bias_of<K>> pre = epi_fetch<BM, BN, bias_of<K>>(p, bias, tid, m0, M, o0, g);
 
     /* This thread's 16-byte chunk and rows: A rows row0 + 32 i (i < AROWS), B rows row0 + 32 i. */
     const int chunk = tid & 7, row0 = tid >> 3;
@@ -254,8 +257,9 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
     cp_async_wait<0>();
     __syncthreads(); /* the pipeline's shared memory becomes the output tile */
 
-    wg_epilogue<K, MT, BN>(acc, smem, p, bias, y, y_es, y_vec, tid, m0, o0, g, M,
-                       [] { __syncthreads(); });
+    wg_tile_fill<K, MT, BN>(acc, smem, p, pre, bias != nullptr, y_es, tid, [] { __syncthreads(); });
+    __syncthreads();
+    wg_tile_out<MT, BN, THREADS>(smem, p, y, y_es, y_vec, tid, m0, o0, M);
 #else
     (void)p, (void)x, (void)w, (void)bias, (void)y, (void)y_es, (void)y_vec;
     __trap(); /* never launched: supports() asks for a compute capability 9.0 device */
@@ -270,6 +274,9 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
  * back: 256 (C - E) <= 128 (E - P) with E the entry cap (a request beyond it hung the
  * kernel on the device). */
 constexpr int TMA_THREADS = THREADS + 128;
+constexpr int STORE_THREADS = 96; /* the producer warpgroup's last three warps */
+static_assert(STORE_THREADS % 32 == 0 && STORE_THREADS <= TMA_THREADS - THREADS - 32,
+              "the store warps are whole warps of the producer warpgroup but its first");
 template <int MINB> constexpr int entry_regs() { return 65536 / (TMA_THREADS * MINB) / 8 * 8; }
 template <int MINB> constexpr int producer_regs() { return MINB == 1 ? 56 : 40; }
 template <int MINB> constexpr int consumer_regs() { return MINB == 1 ? 224 : 96; }
@@ -344,8 +351,39 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
     __syncthreads(); /* the last block-wide barrier: the producer warp leaves early */
 
     constexpr int MINB = cfg<MT, BN>::minb;
+    /* The y tile between the consumers, who fill it, and the store warps, who copy it to y:
+     * named barriers over both (bar.arrive by one side, bar.sync by the other). */
+    constexpr int EPI_THREADS = THREADS + STORE_THREADS;
+    auto tile_full_arrive = [] { asm volatile("bar.arrive 2, %0;" ::"n"(EPI_THREADS) : "memory"); };
+    auto tile_full_wait = [] { asm volatile("bar.sync 2, %0;" ::"n"(EPI_THREADS) : "memory"); };
+    auto tile_free_arrive = [] { asm volatile("bar.arrive 3, %0;" ::"n"(EPI_THREADS) : "memory"); };
+    auto tile_free_wait = [] { asm volatile("bar.sync 3, %0;" ::"n"(EPI_THREADS) : "memory"); };
     if (tid >= THREADS) { /* the producer warpgroup */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(producer_regs<MINB>()));
+        if (tid >= TMA_THREADS - STORE_THREADS) { /* the store warps */
+            if (lay.own_copy) return;
+            const int st = tid - (TMA_THREADS - STORE_THREADS);
+            const unsigned char *tile = smem + lay.epi;
+            const int pitch = BN * y_es + 16;
+            const int64_t *row_off = (const int64_t *)(tile + BM * pitch);
+            int sj = 0;
+            for (int64_t t = first; t < ntile; t += step) {
+                sj = job_of(t, sj);
+                const tma_job &J = set.job[MULTI ? sj : 0];
+                const geom sg = geom_of(J.p);
+                const int64_t lt = t - J.tile0, m0 = lt % sg.tm * BM, o0 = lt / sg.tm % sg.tn * BN;
+                const int rows = (int)(sg.M - m0 < BM ? sg.M - m0 : BM);
+                const int row_bytes = (int)(J.p.cout_g - o0 < BN ? J.p.cout_g - o0 : BN) * y_es;
+                tile_full_wait();
+                for (int r = st; r < rows; r += STORE_THREADS)
+                    bulk_store(y + row_off[r] * y_es, smem_addr(tile + r * pitch), row_bytes);
+                bulk_commit();
+                bulk_wait_read(); /* the tile may be written again */
+                if (t + step < ntile) tile_free_arrive();
+            }
+            bulk_wait_all();
+            return;
+        }
         if (tid != THREADS) return;
         /* tile pt of job pj, its stage (cb, k0, k1, k2), into slot ps once the slot's
          * empty phase pe is done (the first round passes: parity 1 is the phase before the
@@ -422,6 +460,8 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
         const tma_job &J = set.job[MULTI ? cj : 0];
         const geom cg = geom_of(J.p);
         const int64_t lt = t - J.tile0;
+        const int64_t m0 = lt % cg.tm * BM, o0 = lt / cg.tm % cg.tn * BN, g = lt / (cg.tm * cg.tn);
+        const epi_pre<bias_of<K>> pre = epi_fetch<BM, BN, bias_of<K>>(J.p, bias, tid, m0, cg.M, o0, g);
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -438,10 +478,19 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
         asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
         acc_fence<MT, BN>(acc);
         if (held >= 0 && lead) mbar_arrive(empty + 8 * held);
-        consumers_sync(); /* the y tile may lie over the stages, and the last tile's is read */
-        wg_epilogue<K, MT, BN>(acc, smem + lay.epi, J.p, bias, y, y_es, J.y_vec, tid,
-                               lt % cg.tm * BM, lt / cg.tm % cg.tn * BN, lt / (cg.tm * cg.tn),
-                               cg.M, consumers_sync);
+        /* the y tile is free: on the first tile, once both warpgroups are done with the
+         * stages it may lie over; then once the store warps have copied the last one */
+        if (t == first || lay.own_copy) consumers_sync();
+        else tile_free_wait();
+        wg_tile_fill<K, MT, BN>(acc, smem + lay.epi, J.p, pre, bias != nullptr, y_es, tid,
+                                consumers_sync);
+        if (lay.own_copy) {
+            consumers_sync();
+            wg_tile_out<MT, BN, THREADS>(smem + lay.epi, J.p, y, y_es, J.y_vec, tid, m0, o0, cg.M);
+        } else { /* the store warps take it from here, by the async proxy */
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            tile_full_arrive();
+        }
     }
 #else
     (void)bias, (void)y, (void)y_es, (void)lay;
@@ -539,6 +588,10 @@ bool launch_tma(const tma_set &set, const xconv_exec *e, cudaStream_t stream, in
     auto kern = set.count > 1 ? wgmma_tma_kernel<K, MT, BN, true> : wgmma_tma_kernel<K, MT, BN, false>;
     /* the persistent layout and how many of its blocks fit at once */
     tma_smem lay;
+    const char *ev = getenv("XCONV_WGMMA_EPI"); /* measuring knob: "consumers" */
+    lay.own_copy = ev && strcmp(ev, "consumers") == 0;
+    for (int i = 0; i < set.count; i++) /* the store warps' bulk copies take whole 16-byte rows */
+        lay.own_copy |= !set.job[i].y_vec;
     lay.nst = (room - epi) / STAGE < STAGES ? (room - epi) / STAGE : STAGES;
     lay.epi = lay.nst * STAGE;
     lay.bars = (lay.epi + epi + 15) / 16 * 16;

@@ -48,9 +48,29 @@ template <int N> __device__ __forceinline__ void cp_async_wait()
 /* A tile row of 8 chunks of 16 bytes in the 128-byte swizzle (tile base 1024-aligned). */
 __device__ __forceinline__ int swz(int row, int chunk) { return row * BKB + ((chunk ^ (row & 7)) << 4); }
 
+/* Two neighbouring elements (columns i, i + 1) of a y tile row, rounded once to YD and
+ * written by one store of twice the width (i even, so it is aligned). */
+template <xconv_dtype YD>
+__device__ __forceinline__ void store_pair_f32(unsigned char *row, int i, float lo, float hi)
+{
+    if constexpr (YD == XCONV_DTYPE_BF16)
+        ((uint32_t *)row)[i / 2] = bf16x2_rne(lo, hi);
+    else if constexpr (YD == XCONV_DTYPE_F16) ((uint32_t *)row)[i / 2] = f16x2_rne(lo, hi);
+    else ((float2 *)row)[i / 2] = make_float2(lo, hi);
+}
+/* The same for integer sums: the low bits of each in YD's width (wrapping). */
+template <xconv_dtype YD>
+__device__ __forceinline__ void store_pair_int(unsigned char *row, int i, uint32_t lo, uint32_t hi)
+{
+    if constexpr (YD == XCONV_DTYPE_U8) ((uint16_t *)row)[i / 2] = (uint16_t)((lo & 0xffu) | hi << 8);
+    else if constexpr (YD == XCONV_DTYPE_U16) ((uint32_t *)row)[i / 2] = (lo & 0xffffu) | hi << 16;
+    else ((uint2 *)row)[i / 2] = make_uint2(lo, hi);
+}
+
 /* One warpgroup's 64 x BN accumulators plus bias into the shared y tile, rounded once to YD.
  * Thread layout (wgmma's, = mma.sync's C fragments): d[4j + 2h + e] is row lane/4 + 8h of
- * the warp's 16, column 8j + 2(lane%4) + e. */
+ * the warp's 16, column 8j + 2(lane%4) + e; the two columns e = 0, 1 go by one store (with
+ * the 16-byte row padding, a warp's 4-byte stores hit 32 different banks). */
 template <xconv_dtype YD, int BN, class acc_t, class bias_t>
 __device__ __forceinline__ void tile_store(const acc_t (&acc)[BN / 2], const bias_t *bv,
                                            bool has_bias, unsigned char *tile, int pitch, int col0)
@@ -59,66 +79,94 @@ __device__ __forceinline__ void tile_store(const acc_t (&acc)[BN / 2], const bia
     for (int h = 0; h < 2; h++) {
         unsigned char *dst = tile + 8 * h * pitch;
 #pragma unroll
-        for (int j = 0; j < BN / 8; j++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int cidx = col0 + 8 * j + e;
-                if constexpr (std::is_same<acc_t, float>::value) {
-                    float f = acc[4 * j + 2 * h + e];
-                    if (has_bias) f += bv[cidx];
-                    store_f32(YD, dst, cidx, f);
-                } else {
-                    uint32_t u = (uint32_t)acc[4 * j + 2 * h + e];
-                    if (has_bias) u += bv[cidx];
-                    store_int(YD, dst, cidx, u);
-                }
+        for (int j = 0; j < BN / 8; j++) {
+            const int cidx = col0 + 8 * j;
+            if constexpr (std::is_same<acc_t, float>::value) {
+                float lo = acc[4 * j + 2 * h], hi = acc[4 * j + 2 * h + 1];
+                if (has_bias) lo += bv[cidx], hi += bv[cidx + 1];
+                store_pair_f32<YD>(dst, cidx, lo, hi);
+            } else {
+                uint32_t lo = (uint32_t)acc[4 * j + 2 * h], hi = (uint32_t)acc[4 * j + 2 * h + 1];
+                if (has_bias) lo += bv[cidx], hi += bv[cidx + 1];
+                store_pair_int<YD>(dst, cidx, lo, hi);
             }
+        }
     }
 }
 
-/* The epilogue, run by 256 threads (t: 0..255, warpgroup t / 128 owns tile rows
+/* What the epilogue of one tile needs from global memory or from divisions, fetched by a
+ * thread before the tile's MMAs so that the latency runs under them: the y offset of tile
+ * row tid (threads < BM) and the bias of tile column tid (threads < BN). Fetched in the
+ * epilogue itself, bias load, barrier, row divisions, barrier ran one after the other
+ * while the tensor cores idled. */
+template <class bias_t> struct epi_pre {
+    int64_t row_off;
+    bias_t bias;
+};
+template <int BM, int BN, class bias_t>
+__device__ __forceinline__ epi_pre<bias_t> epi_fetch(const xconv_canon &p, const char *bias,
+                                                     int tid, int64_t m0, int64_t M, int64_t o0,
+                                                     int64_t g)
+{
+    epi_pre<bias_t> r{0, 0};
+    if (tid < BM) r.row_off = xconv_cuda_y_row_off(p, m0 + tid, M, g, o0);
+    if (bias && tid < BN) r.bias = xconv_cuda_bias_at<bias_t>(p, bias, o0 + tid, g);
+    return r;
+}
+template <kind K> using bias_of = typename std::conditional<K == kind::bf16 || K == kind::f16, float, uint32_t>::type;
+
+/* The epilogue's first part, run by 256 threads (t: 0..255, warpgroup t / 128 owns tile rows
  * 64 MT (t / 128) ..): bias and one rounding to y's dtype into a [BM][BN] tile in shared
- * memory, then the tile to y. sync() is a barrier over those 256 threads; the caller made
- * sure that nothing reads or writes the pipeline's shared memory any more. */
+ * memory (pitch BN y_es + 16), the rows' y offsets after it (row_off, for the copy to y).
+ * pre: this thread's epi_fetch for the tile. sync() is a barrier over those 256 threads; the
+ * caller made sure that nothing reads or writes that shared memory any more. No barrier
+ * after the tile is written. */
 template <kind K, int MT, int BN, class acc_t, class Sync>
-__device__ __forceinline__ void wg_epilogue(const acc_t (&acc)[MT][BN / 2], unsigned char *smem,
-                                            const xconv_canon &p, const char *bias, char *y,
-                                            int y_es, bool y_vec, int tid, int64_t m0, int64_t o0,
-                                            int64_t g, int64_t M, Sync sync)
+__device__ __forceinline__ void wg_tile_fill(const acc_t (&acc)[MT][BN / 2], unsigned char *smem,
+                                             const xconv_canon &p, const epi_pre<bias_of<K>> &pre,
+                                             bool has_bias, int y_es, int tid, Sync sync)
 {
     constexpr bool is_float = K == kind::bf16 || K == kind::f16;
     constexpr int BM = 128 * MT;
     const int lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
-    /* Epilogue 1: bias and one rounding to y's dtype into a [BM][BN] tile of y elements. */
     const int pitch = BN * y_es + 16;
-    using bias_t = typename std::conditional<is_float, float, uint32_t>::type;
+    using bias_t = bias_of<K>;
+    int64_t *row_off = (int64_t *)(smem + BM * pitch);
     bias_t *bv = (bias_t *)(smem + BM * pitch + BM * sizeof(int64_t));
-    xconv_cuda_stage_bias<bias_t, BN>(p, bias, bv, tid, o0, g);
+    if (tid < BM) row_off[tid] = pre.row_off;
+    if (has_bias && tid < BN) bv[tid] = pre.bias;
     sync();
     const int col0 = (lane & 3) * 2;
-    const bool hb = bias != nullptr;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) {
         unsigned char *tile =
             smem + (wg * 64 * MT + mt * 64 + (warp & 3) * 16 + (lane >> 2)) * pitch;
         if constexpr (is_float) {
             switch (p.y_dtype) {
-            case XCONV_DTYPE_BF16: tile_store<XCONV_DTYPE_BF16, BN>(acc[mt], bv, hb, tile, pitch, col0); break;
-            case XCONV_DTYPE_F16: tile_store<XCONV_DTYPE_F16, BN>(acc[mt], bv, hb, tile, pitch, col0); break;
-            default: tile_store<XCONV_DTYPE_F32, BN>(acc[mt], bv, hb, tile, pitch, col0); break;
+            case XCONV_DTYPE_BF16: tile_store<XCONV_DTYPE_BF16, BN>(acc[mt], bv, has_bias, tile, pitch, col0); break;
+            case XCONV_DTYPE_F16: tile_store<XCONV_DTYPE_F16, BN>(acc[mt], bv, has_bias, tile, pitch, col0); break;
+            default: tile_store<XCONV_DTYPE_F32, BN>(acc[mt], bv, has_bias, tile, pitch, col0); break;
             }
         } else {
             switch (y_es) { /* integers: the low bits of the u32 sum in y's width */
-            case 1: tile_store<XCONV_DTYPE_U8, BN>(acc[mt], bv, hb, tile, pitch, col0); break;
-            case 2: tile_store<XCONV_DTYPE_U16, BN>(acc[mt], bv, hb, tile, pitch, col0); break;
-            default: tile_store<XCONV_DTYPE_U32, BN>(acc[mt], bv, hb, tile, pitch, col0); break;
+            case 1: tile_store<XCONV_DTYPE_U8, BN>(acc[mt], bv, has_bias, tile, pitch, col0); break;
+            case 2: tile_store<XCONV_DTYPE_U16, BN>(acc[mt], bv, has_bias, tile, pitch, col0); break;
+            default: tile_store<XCONV_DTYPE_U32, BN>(acc[mt], bv, has_bias, tile, pitch, col0); break;
             }
         }
     }
-    sync();
+}
 
-    /* Epilogue 2: the tile to y */
-    xconv_cuda_tile_to_y<BM, BN, 256>(p, smem, pitch, y, y_es, y_vec, tid, m0, M, g, o0, sync);
+/* The epilogue's second part: wg_tile_fill's tile to y, by NT threads (t: 0..NT-1). */
+template <int MT, int BN, int NT>
+__device__ __forceinline__ void wg_tile_out(const unsigned char *smem, const xconv_canon &p,
+                                            char *y, int y_es, bool y_vec, int t, int64_t m0,
+                                            int64_t o0, int64_t M)
+{
+    constexpr int BM = 128 * MT;
+    const int pitch = BN * y_es + 16;
+    xconv_cuda_tile_copy<BM, BN, NT>(p, smem, pitch, (const int64_t *)(smem + BM * pitch), y,
+                                     y_es, y_vec, t, m0, M, o0);
 }
 
 #endif /* XCONV_WGMMA_ARCH */
@@ -148,6 +196,21 @@ __device__ __forceinline__ void mbar_expect(uint32_t bar, int bytes)
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
                  : "memory");
 }
+/* One bulk copy of bytes (a multiple of 16, both ends 16-byte aligned) from shared memory to
+ * global, in this thread's current bulk group; bulk_wait_read: this thread's groups have
+ * read their shared memory; bulk_wait_all: and written global memory. */
+__device__ __forceinline__ void bulk_store(void *dst, uint32_t src, int bytes)
+{
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst),
+                 "r"(src), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_read()
+{
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 /* One TMA load of the B tile of stage (c, k2, k1, k0, o) into dst, completing on bar (whose
  * expected bytes the caller set). */
 __device__ __forceinline__ void tma_load_b(uint32_t dst, const CUtensorMap *map, uint32_t bar,
@@ -208,6 +271,7 @@ struct tma_set {
  * at epi (0: over the stages, for a block with one tile), the mbarriers at bars. */
 struct tma_smem {
     int nst, epi, bars;
+    int own_copy; /* measuring knob XCONV_WGMMA_EPI=consumers: no store warps */
 };
 
 #if XCONV_WGMMA_ARCH
