@@ -35,6 +35,7 @@
 #define IG_KC_BYTES      (32 << 10)        /* packed weights of one reduction block: L1 */
 #define IG_GROUP_TILES   16                /* tiles that share each reduction block */
 #define IG_PTR_BUDGET    16384             /* pointers per thread for a group of tiles */
+#define IG_MAX_THREADS   256               /* more threads run static ranges of units */
 
 typedef struct ig_geom {
     const xconv_igemm_geom *g;
@@ -233,7 +234,10 @@ typedef struct ig_task {
      * count) over one (group, panel); blocks outer when tile_major, else panels outer. */
     int64_t           blocks, units;
     bool              tile_major;
-    _Atomic int64_t  *next;       /* the next unit to take; NULL: static ranges of units */
+    /* per thread: the units [lo, hi) it has yet to run, lo in the low 32 bits, hi in the high;
+     * NULL: static ranges of units */
+    _Atomic uint64_t *left;
+    int               nthreads;
     /* where the A side reads x: the converted buffer or x itself, in elements of es bytes */
     const char       *src;
     int64_t           src_es, src_off, src_sn, src_ss[3];
@@ -676,6 +680,25 @@ static void run_mixed(const ig_task *t, const ig_tile *tl, const void **a, const
     }
 }
 
+/* The next unit for thread `self`: the front of its own range, or else the back of another
+ * thread's (a thread slowed by other work on its core is relieved of its last units). */
+static bool take_unit(const ig_task *t, int self, int64_t *unit)
+{
+    for (int k = 0; k < t->nthreads; k++) {
+        _Atomic uint64_t *r = &t->left[(self + k) % t->nthreads];
+        uint64_t v = atomic_load_explicit(r, memory_order_relaxed);
+        while ((uint32_t)v < (uint32_t)(v >> 32)) {
+            const uint64_t take = k == 0 ? v + 1 : v - ((uint64_t)1 << 32);
+            if (atomic_compare_exchange_weak_explicit(r, &v, take, memory_order_relaxed,
+                                                      memory_order_relaxed)) {
+                *unit = k == 0 ? (int64_t)(uint32_t)v : (int64_t)(uint32_t)(v >> 32) - 1;
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
 /*
  * A work unit is a block of up to q->group consecutive tiles of one (group, panel); a thread
  * takes units from t->next (or its static range) and walks each unit's reduction in blocks
@@ -712,9 +735,8 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
 
     const int64_t gps = p->groups * q->panels;
     for (int64_t unit = begin;;) {
-        const int64_t u =
-            t->next ? atomic_fetch_add_explicit(t->next, 1, memory_order_relaxed) : unit++;
-        if (u >= (t->next ? t->units : end)) break;
+        int64_t u = unit++;
+        if (t->left ? !take_unit(t, slot, &u) : u >= end) break;
         const int64_t blk = t->tile_major ? u / gps : u % t->blocks;
         const int64_t gp = t->tile_major ? u % gps : u / t->blocks;
         const int64_t tile0 = t->tiles * blk / t->blocks;
@@ -872,14 +894,17 @@ static xconv_status ig_run(const xconv_exec *e, xconv_error *err)
         t.tile_major = !q.lazy && w_bytes <= x_bytes;
         t.blocks = (t.tiles + q.group - 1) / q.group;
         t.units = t.blocks * p->groups * q.panels;
-        /* Threads take units as they finish (a thread slowed by other work on its core does
-         * less of them); each output element is still summed by one unit in a fixed order.
-         * Lazy packing keeps static ranges, so that a thread's units share panels. */
-        _Atomic int64_t next = 0;
-        const int64_t threads = xconv_context_threads(e->ctx);
-        t.next = q.lazy ? NULL : &next;
-        xconv__parallel_for_slot(e->ctx, t.next ? (threads < t.units ? threads : t.units) : t.units,
-                                 gemm_range, &t);
+        /* Each thread starts on its static share of the units and then takes the last units
+         * of the others; each output element is still summed by one unit in a fixed order.
+         * Lazy packing keeps static ranges only, so that a thread's units share panels. */
+        _Atomic uint64_t left[IG_MAX_THREADS];
+        t.nthreads = xconv_context_threads(e->ctx);
+        t.left = q.lazy || t.units >= INT32_MAX || t.nthreads > IG_MAX_THREADS ? NULL : left;
+        if (t.left)
+            for (int i = 0; i < t.nthreads; i++)
+                atomic_init(&left[i], (uint64_t)(t.units * i / t.nthreads) |
+                                          (uint64_t)(t.units * (i + 1) / t.nthreads) << 32);
+        xconv__parallel_for_slot(e->ctx, t.left ? t.nthreads : t.units, gemm_range, &t);
     }
     (void)err;
     return XCONV_STATUS_OK;
