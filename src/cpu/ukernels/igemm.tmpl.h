@@ -34,8 +34,13 @@ XI_NAME(igemm_body)(const int mr, const int nv, int64_t ntaps, int64_t len, cons
     if (accumulate) {
         XI_UNROLL for (int r = 0; r < mr; r++) {
             if (r >= m) continue;
+            const XCONV_RT *cr = (const XCONV_RT *)c[r];
+            if (n == nr) { /* whole rows load as vectors: a staged copy stalls store forwarding */
+                XI_UNROLL for (int v = 0; v < nv; v++) memcpy(&acc[r][v], cr + v * VL, sizeof(vec));
+                continue;
+            }
             XCONV_RT row[XI_MAX_NV * VL] = {0};
-            memcpy(row, c[r], sizeof(XCONV_RT) * (size_t)n);
+            memcpy(row, cr, sizeof(XCONV_RT) * (size_t)n);
             XI_UNROLL for (int v = 0; v < nv; v++) memcpy(&acc[r][v], row + v * VL, sizeof(vec));
         }
     }
