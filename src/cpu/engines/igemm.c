@@ -656,7 +656,8 @@ static void tap_init(const ig_task *t, const char *wpanel, const void *base, int
     }
 }
 
-/* One position's own taps of a mixed transpose tile, summed in one call (no blocking). */
+/* The positions of a mixed transpose tile, grouped by the taps they hit: each group sums its
+ * own taps in one call (no blocking). */
 static void run_mixed(const ig_task *t, const ig_tile *tl, const void **a, const void **b,
                       const void **a1, const void **b1, const void *init, void **c, int cnt,
                       const char *wpanel, int64_t panel, uint32_t *own_init)
@@ -665,18 +666,29 @@ static void run_mixed(const ig_task *t, const ig_tile *tl, const void **a, const
     const int mr = q->g->mr;
     const char *zero = (const char *)t->e->workspace + q->zero;
     /* Some taps miss x for some positions. conv_transpose has no term there (not even
-     * 0 * w, which is NaN for an infinite w), so each position sums only its own taps.
-     * Only tiles at the edges of x come here. */
+     * 0 * w, which is NaN for an infinite w), so each position sums only its own taps. Only
+     * tiles at the edges of x come here, and there most positions hit every tap: a call per
+     * group rather than per position (a call costs a whole tile whatever its rows). */
+    bool grouped[8] = {false};
     for (int i = 0; i < tl->m; i++) {
+        if (grouped[i]) continue;
+        int rows[8], nrows = 0;
+        for (int j = i; j < tl->m; j++) {
+            bool same = !grouped[j];
+            for (int64_t r = 0; same && r < tl->runs; r++)
+                same = (a[r * mr + j] == zero) == (a[r * mr + i] == zero);
+            if (same) rows[nrows++] = j, grouped[j] = true;
+        }
         int64_t own = 0;
         for (int64_t r = 0; r < tl->runs; r++) {
             if (a[r * mr + i] == zero) continue;
-            a1[own * mr] = a[r * mr + i];
-            for (int k = 1; k < mr; k++) a1[own * mr + k] = zero;
+            for (int k = 0; k < mr; k++) a1[own * mr + k] = k < nrows ? a[r * mr + rows[k]] : zero;
             b1[own++] = b[r];
         }
+        void *c1[8];
+        for (int k = 0; k < nrows; k++) c1[k] = c[rows[k]];
         if (q->vnni) tap_init(t, wpanel, init, panel, b1, own, 1, own_init);
-        q->g->kernel(own, q->len, a1, b1, q->vnni ? own_init : init, c + i, 1, cnt, 0);
+        q->g->kernel(own, q->len, a1, b1, q->vnni ? own_init : init, c1, nrows, cnt, 0);
     }
 }
 
