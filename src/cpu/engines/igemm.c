@@ -33,7 +33,7 @@
 #define IG_CHUNK_BYTES   ((size_t)8 << 20) /* the converted-x buffer per chunk of images */
 #define IG_SHORT_RUN     16                /* below this, padded runs are worth a copy */
 #define IG_KC_BYTES      (32 << 10)        /* packed weights of one reduction block: L1 */
-#define IG_GROUP_TILES   16                /* tiles that share each reduction block */
+#define IG_GROUP_TILES   8                 /* tiles that share each reduction block */
 #define IG_PTR_BUDGET    16384             /* pointers per thread for a group of tiles */
 #define IG_MAX_THREADS   256               /* more threads run static ranges of units */
 
