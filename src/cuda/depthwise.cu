@@ -21,7 +21,10 @@
  *     [tap][channel] in shared memory; 3x3 and 5x5 compiled with every tap's load issued
  *     before the first sum. Other channels-last problems: one thread per output element
  *     (dw_cl).
- *   - channels-first, bf16 / f16 / f32 with 3x3 or 5x5 kernels: outputs spread over threads
+ *   - channels-first, bf16 / f16 / f32 with square 3x3 or 5x5 windows at stride 1 or 2 and
+ *     no dilation: dw_cf_plane (depthwise_cf.cuh): a block stages the input rows of a band
+ *     of output rows of one plane in shared memory, each thread sums runs of 4 outputs
+ *     along a row from there. Other 3x3 / 5x5 windows: outputs spread over threads
  *     (4 per thread for 3x3), all their taps' loads issued together, neighbouring threads on
  *     neighbouring outputs of a plane (dw_cf_direct; L1 serves the rows that taps share).
  *   - other channels-first: one block per (image, channel, tile of output rows): the input
@@ -34,6 +37,7 @@
  * f16 stores through cvt.rn, which rounds as the library does, NaN codes rewritten).
  */
 #include "cuda/common.cuh"
+#include "cuda/depthwise_cf.cuh"
 #include "cuda/depthwise_cl16.cuh"
 
 #include <stdlib.h>
@@ -311,6 +315,51 @@ bool cf_direct_ok(const xconv_canon *p)
            4294965248.0; /* 2^32 - 2048: the last block's indices too */
 }
 
+/* dw_cf_plane's run length along dim 2 */
+constexpr int CFP_RUN = 4;
+
+/* dw_cf_plane (depthwise_cf.cuh) and its band geometry: channels-first, bf16 / f16 / f32
+ * with f32 sums, a square 3x3 or 5x5 window at one stride 1 or 2 along dims 1 and 2,
+ * dilation 1, dim 0 without a window (2-D problems, or 3-D ones with a 1-wide window and no
+ * padding there); at least one output row's band fits the shared memory. */
+bool cfp_plan(const xconv_canon *p, cfp_geom *gm)
+{
+    const xconv_dtype d = p->x_dtype;
+    if (d != XCONV_DTYPE_BF16 && d != XCONV_DTYPE_F16 && d != XCONV_DTYPE_F32) return false;
+    const int64_t ks = p->k_size[1], st = p->stride[1];
+    if (p->ct != XCONV_CT_F32 || (ks != 3 && ks != 5) || p->k_size[2] != ks || (st != 1 && st != 2) ||
+        p->stride[2] != st || p->dil[1] != 1 || p->dil[2] != 1)
+        return false;
+    if (p->k_size[0] != 1 || p->pad_lo[0] != 0 || p->pad_hi[0] != 0) return false;
+    for (int dd = 1; dd < 3; dd++)
+        if (p->x_size[dd] >= (1 << 24) || p->y_size[dd] >= (1 << 24) || p->pad_lo[dd] > 64)
+            return false;
+    const int64_t Y1 = p->y_size[1], Y2 = p->y_size[2];
+    const int64_t iw = (((Y2 + CFP_RUN - 1) / CFP_RUN * CFP_RUN - 1) * st + ks + 3 + 3) / 4 * 4;
+    int64_t th = CFP_OUTPUTS / Y2 < 1 ? 1 : CFP_OUTPUTS / Y2;
+    if (th > Y1) th = Y1;
+    while (th > 1 && ((th - 1) * st + ks) * iw * 4 > CFP_SMEM) th--;
+    const int64_t ih = (th - 1) * st + ks;
+    if (ih * iw * 4 > CFP_SMEM) return false;
+    gm->th = (int)th, gm->ih = (int)ih, gm->iw = (int)iw, gm->bands = (int)((Y1 + th - 1) / th);
+    return (double)p->n * (double)p->cout * (double)p->y_size[0] * gm->bands < (double)INT32_MAX;
+}
+
+template <xconv_dtype D>
+void launch_cf_plane(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
+{
+    cfp_geom gm;
+    cfp_plan(p, &gm);
+    const unsigned blocks = (unsigned)(p->n * p->cout * p->y_size[0] * gm.bands);
+    const size_t smem = (size_t)gm.ih * gm.iw * sizeof(float);
+    auto kern = p->k_size[1] == 3 ? (p->stride[1] == 1 ? dw_cf_plane<D, 3, 1, CFP_RUN>
+                                                       : dw_cf_plane<D, 3, 2, CFP_RUN>)
+                                  : (p->stride[1] == 1 ? dw_cf_plane<D, 5, 1, CFP_RUN>
+                                                       : dw_cf_plane<D, 5, 2, CFP_RUN>);
+    kern<<<blocks, CFP_THREADS, smem, st>>>(*p, (const char *)e->x, (const char *)e->w,
+                                            (const char *)e->bias, (char *)e->y, gm);
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* Engine                                                                                   */
 /* ---------------------------------------------------------------------------------------- */
@@ -423,7 +472,8 @@ bool dw_supports(const xconv_canon *p, const char **why_not)
     if (p->op != XCONV_OP_CONV) return *why_not = "cuda.depthwise runs conv only", false;
     if (p->cin_g != 1)
         return *why_not = "cuda.depthwise needs one input channel per group (groups == cin)", false;
-    if (channels_fastest(p) || cf_direct_ok(p)) return true;
+    cfp_geom gm;
+    if (channels_fastest(p) || cf_direct_ok(p) || cfp_plan(p, &gm)) return true;
     tile_geom tg;
     if (!plan_tile(p, ctype_bytes(p->ct), &tg))
         return *why_not = "cuda.depthwise: the kernel window does not fit its shared-memory tile",
@@ -521,8 +571,8 @@ void launch_slide(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
                                             (const char *)e->bias, (char *)e->y);
 }
 
-/* dw_slide where it fits, else dw_vec, dw_cf_direct, or the generic kernels; XCONV_DW_OLD=1
- * (read per run, for comparisons) leaves dw_slide out. */
+/* dw_slide where it fits, else dw_vec, dw_cf_plane, dw_cf_direct, or the generic kernels;
+ * XCONV_DW_OLD=1 (read per run, for comparisons) leaves dw_slide and dw_cf_plane out. */
 xconv_status dw_run(const xconv_exec *e, xconv_error *err)
 {
     const xconv_canon *p = e->p;
@@ -530,6 +580,8 @@ xconv_status dw_run(const xconv_exec *e, xconv_error *err)
     const bool aligned = ((uintptr_t)e->x | (uintptr_t)e->y) % 16 == 0;
     const bool slide = aligned && !(old && old[0] == '1') && slide_ok(p);
     const bool vec = aligned && vec_ok(p);
+    cfp_geom gm;
+    const bool plane = !(old && old[0] == '1') && !channels_fastest(p) && cfp_plan(p, &gm);
     const bool y4 = xconv_dtype_size(p->y_dtype) == 4; /* i8 / u8 into i32 / u32 */
     return xconv__cuda_run(e, "cuda.depthwise", err, [&](cudaStream_t st) {
         if (slide) {
@@ -551,6 +603,12 @@ xconv_status dw_run(const xconv_exec *e, xconv_error *err)
             case XCONV_DTYPE_BF16: launch_vec<XCONV_DTYPE_BF16>(p, e, st); break;
             case XCONV_DTYPE_F16: launch_vec<XCONV_DTYPE_F16>(p, e, st); break;
             default: launch_vec<XCONV_DTYPE_F32>(p, e, st); break;
+            }
+        } else if (plane) {
+            switch (p->x_dtype) {
+            case XCONV_DTYPE_BF16: launch_cf_plane<XCONV_DTYPE_BF16>(p, e, st); break;
+            case XCONV_DTYPE_F16: launch_cf_plane<XCONV_DTYPE_F16>(p, e, st); break;
+            default: launch_cf_plane<XCONV_DTYPE_F32>(p, e, st); break;
             }
         } else if (!channels_fastest(p) && cf_direct_ok(p)) {
             switch (p->x_dtype) {

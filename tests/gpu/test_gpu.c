@@ -234,15 +234,20 @@ static problem random_problem_once(shape_kind kind)
     /* a quarter of the depthwise problems shaped for dw_slide: channels-last, 16k channels,
      * 3- or 5-wide innermost windows at stride 1-2, 16-byte and 1-byte dtypes */
     const bool slide = dw && rnd() % 4 == 0;
+    /* and a quarter shaped for dw_cf_plane: channels-first, square 3x3 / 5x5 windows at one
+     * stride 1 or 2, no dilation, 2-D or 3-D with a 1-wide outer window */
+    const bool cf_plane = dw && !slide && rnd() % 3 == 0;
+    const int64_t plane_ks = rnd() & 1 ? 3 : 5, plane_s = rnd_in(1, 2);
     static const xconv_dtype tc_dtypes[] = {XCONV_DTYPE_BF16, XCONV_DTYPE_F16, XCONV_DTYPE_I8,
                                             XCONV_DTYPE_U8, XCONV_DTYPE_F8E4M3, XCONV_DTYPE_F8E5M2};
     problem pb;
     memset(&pb, 0, sizeof pb);
-    const int d = (int)rnd_in(1, 3);
+    const int d = cf_plane ? (int)rnd_in(2, 3) : (int)rnd_in(1, 3);
     const xconv_op op = kind == SHAPE_DECONV || ((kind == SHAPE_ANY || cfk) && (rnd() & 1))
                             ? XCONV_OP_CONV_TRANSPOSE
                             : XCONV_OP_CONV;
-    const xconv_layout L = slide || (!cfk && ((tc && !patch && !f32k && !fold) || (rnd() & 1)))
+    const xconv_layout L = cf_plane ? XCONV_LAYOUT_CHANNELS_FIRST
+                           : slide || (!cfk && ((tc && !patch && !f32k && !fold) || (rnd() & 1)))
                                ? XCONV_LAYOUT_CHANNELS_LAST
                                : XCONV_LAYOUT_CHANNELS_FIRST;
     xconv_params q = xconv_params_init(op, d, L);
@@ -291,6 +296,13 @@ static problem random_problem_once(shape_kind kind)
                 q.stride[i] = rnd_in(1, 2);
                 q.dilation[i] = 1;
             }
+            if (cf_plane) {
+                const bool outer = d == 3 && i == 0;
+                ks[i] = outer ? 1 : plane_ks;
+                q.stride[i] = outer ? rnd_in(1, 2) : plane_s;
+                q.dilation[i] = 1;
+                if (outer) q.pad_lo[i] = q.pad_hi[i] = 0;
+            }
             if (patch) { /* windows tile x; sometimes one window per image */
                 ks[i] = rnd_in(1, 4);
                 q.stride[i] = ks[i];
@@ -305,6 +317,9 @@ static problem random_problem_once(shape_kind kind)
             xs[i] = rnd_in(1, tc ? (d == 3 ? 6 : d == 2 ? 12 : 40) : (d == 3 ? 4 : 7));
             if (wg) xs[i] = rnd_in(1, d == 3 ? 8 : d == 2 ? 20 : 300); /* M over several tiles */
             if (dw) xs[i] = rnd_in(1, d == 3 ? 9 : d == 2 ? 40 : 300);
+            if (cf_plane && i > 0) /* wide rows: several bands of output rows per plane */
+                xs[i] = i < d - 1 ? rnd_in(1, 60) : rnd() & 1 ? 8 * rnd_in(1, 25) /* rows of 16 bytes */
+                                                                : rnd_in(1, 200);
             if (patch) xs[i] = rnd() & 1 ? ks[i] : ks[i] * rnd_in(1, 3) + rnd_in(0, 1);
             ys[i] = out_size(&q, i, xs[i], ks[i]);
             ok = ok && ys[i] >= 1;
@@ -316,7 +331,7 @@ static problem random_problem_once(shape_kind kind)
     static const xconv_dtype dw_dtypes[] = {XCONV_DTYPE_BF16, XCONV_DTYPE_F16, XCONV_DTYPE_F32};
     xconv_dtype xd = tc ? tc_dtypes[rnd() % 6] : (xconv_dtype)rnd_in(1, XCONV_DTYPE_COUNT - 1);
     if (wg) xd = tc_dtypes[rnd() % 4]; /* bf16, f16, i8, u8 */
-    if (dw && (rnd() & 1)) xd = dw_dtypes[rnd() % 3]; /* the 16-byte and direct paths */
+    if (dw && (cf_plane || (rnd() & 1))) xd = dw_dtypes[rnd() % 3]; /* the 16-byte and direct paths */
     static const xconv_dtype slide_dtypes[] = {XCONV_DTYPE_BF16, XCONV_DTYPE_F16, XCONV_DTYPE_F32,
                                                XCONV_DTYPE_I8, XCONV_DTYPE_U8};
     if (slide) xd = slide_dtypes[rnd() % 5];
