@@ -32,7 +32,9 @@
  *     outside x (padding), each read by coalesced row loads, then every output of the tile
  *     sums its taps from there (dw_tile). A 3-D kernel restages per tap of its outer dim.
  *
- * Sums run bias first, then taps in (k0, k1, k2) order: deterministic, no atomics; storage
+ * Sums run bias first, then taps in (k0, k1, k2) order: deterministic, no atomics; conv's
+ * padding reads as 0 and its products join float sums as cpu.ref's do (0 * Inf is NaN, as in
+ * PyTorch), integer ones add nothing either way; storage
  * conversions are the library's (common.cuh), rounding once when y is stored (the 16-byte
  * f16 stores through cvt.rn, which rounds as the library does, NaN codes rewritten).
  */
@@ -125,8 +127,9 @@ dw_tile(const xconv_canon p, const char *__restrict__ x, const char *__restrict_
     const int64_t xb = p.x_off + n * p.x_sn + g * p.x_sc;
     for (int k0 = 0; k0 < K0; k0++) {
         const int64_t q0 = j0 * p.stride[0] + (int64_t)k0 * p.dil[0] - p.pad_lo[0];
-        if (q0 < 0 || q0 >= p.x_size[0]) continue; /* the same for the whole block */
-        __syncthreads();                           /* the previous stage is consumed */
+        /* a padding row of dim 0 stages zeros: 0 * w joins the sums, as in cpu.ref */
+        const bool in0 = q0 >= 0 && q0 < p.x_size[0];
+        __syncthreads(); /* the previous stage is consumed */
         const int64_t xr = xb + q0 * p.x_ss[0];
         /* rows by warps, columns by lanes; loads batched ahead of the stores */
         for (int r = warp; r < tg.ih; r += 4 * (THREADS / 32)) {
@@ -135,7 +138,7 @@ dw_tile(const xconv_canon p, const char *__restrict__ x, const char *__restrict_
             for (int rr = 0; rr < 4; rr++) {
                 const int row = r + rr * (THREADS / 32);
                 const int64_t q1 = q1_0 + row;
-                const bool rok = row < tg.ih && q1 >= 0 && q1 < p.x_size[1];
+                const bool rok = in0 && row < tg.ih && q1 >= 0 && q1 < p.x_size[1];
 #pragma unroll
                 for (int cc = 0; cc < 2; cc++) {
                     const int col = lane + 32 * cc;
@@ -162,7 +165,7 @@ dw_tile(const xconv_canon p, const char *__restrict__ x, const char *__restrict_
                     const int64_t q1 = q1_0 + row, q2 = q2_0 + col;
                     if (row < tg.ih)
                         tile[row * tg.iw + col] =
-                            q1 >= 0 && q1 < p.x_size[1] && q2 >= 0 && q2 < p.x_size[2]
+                            in0 && q1 >= 0 && q1 < p.x_size[1] && q2 >= 0 && q2 < p.x_size[2]
                                 ? ops<T>::load(p.x_dtype, x, xr + q1 * p.x_ss[1] + q2 * p.x_ss[2])
                                 : ops<T>::zero();
                 }
@@ -208,17 +211,19 @@ dw_cl(const xconv_canon p, const char *__restrict__ x, const char *__restrict__ 
         const int64_t wb = p.w_off + g * p.w_sg + o * p.w_so;
         for (int64_t k0 = 0; k0 < p.k_size[0]; k0++) {
             const int64_t q0 = j0 * p.stride[0] + k0 * p.dil[0] - p.pad_lo[0];
-            if (q0 < 0 || q0 >= p.x_size[0]) continue;
+            const bool in0 = q0 >= 0 && q0 < p.x_size[0];
             for (int64_t k1 = 0; k1 < p.k_size[1]; k1++) {
                 const int64_t q1 = j1 * p.stride[1] + k1 * p.dil[1] - p.pad_lo[1];
-                if (q1 < 0 || q1 >= p.x_size[1]) continue;
+                const bool in1 = in0 && q1 >= 0 && q1 < p.x_size[1];
                 for (int64_t k2 = 0; k2 < p.k_size[2]; k2++) {
                     const int64_t q2 = j2 * p.stride[2] + k2 * p.dil[2] - p.pad_lo[2];
-                    if (q2 < 0 || q2 >= p.x_size[2]) continue;
+                    /* padding reads as 0 and 0 * w joins the sum, as in cpu.ref */
+                    const bool in = in1 && q2 >= 0 && q2 < p.x_size[2];
                     ops<T>::mac(
                         acc,
-                        ops<T>::load(p.x_dtype, x,
-                                     xb + q0 * p.x_ss[0] + q1 * p.x_ss[1] + q2 * p.x_ss[2]),
+                        in ? ops<T>::load(p.x_dtype, x,
+                                          xb + q0 * p.x_ss[0] + q1 * p.x_ss[1] + q2 * p.x_ss[2])
+                           : ops<T>::zero(),
                         ops<T>::load(p.x_dtype, w,
                                      wb + k0 * p.w_sk[0] + k1 * p.w_sk[1] + k2 * p.w_sk[2]));
                 }
@@ -249,7 +254,6 @@ dw_cf_direct(const xconv_canon p, const char *__restrict__ x, const char *__rest
     const uint32_t P = (uint32_t)p.y_size[0] * Y1 * Y2;
     const uint32_t cout = (uint32_t)p.cout, cout_g = (uint32_t)p.cout_g;
     float xv[OPT][KS * KS];
-    bool okv[OPT][KS * KS];
     uint32_t plane[OPT], j0[OPT], j1[OPT], j2[OPT];
     bool live[OPT];
 #pragma unroll
@@ -272,8 +276,8 @@ dw_cf_direct(const xconv_canon p, const char *__restrict__ x, const char *__rest
             for (int k2 = 0; k2 < KS; k2++) {
                 const int64_t q2 = (int64_t)j2[u] * p.stride[2] + k2 * p.dil[2] - p.pad_lo[2];
                 const int k = k1 * KS + k2;
-                okv[u][k] = ok1 && q2 >= 0 && q2 < p.x_size[2];
-                xv[u][k] = okv[u][k] ? load_f32(D, x, xb + q1 * p.x_ss[1] + q2 * p.x_ss[2]) : 0.0f;
+                const bool ok = ok1 && q2 >= 0 && q2 < p.x_size[2];
+                xv[u][k] = ok ? load_f32(D, x, xb + q1 * p.x_ss[1] + q2 * p.x_ss[2]) : 0.0f;
             }
         }
     }
@@ -284,13 +288,12 @@ dw_cf_direct(const xconv_canon p, const char *__restrict__ x, const char *__rest
         const int64_t g = (uint32_t)co / cout_g, o = (uint32_t)co % cout_g;
         float acc = bias ? load_f32(p.bias_dtype, bias, p.b_off + co * p.b_s) : 0.0f;
         const int64_t wb = p.w_off + g * p.w_sg + o * p.w_so;
+        /* padding (xv 0): 0 * w joins the sum, as in cpu.ref (Inf * 0 is NaN) */
 #pragma unroll
         for (int k1 = 0; k1 < KS; k1++)
 #pragma unroll
             for (int k2 = 0; k2 < KS; k2++)
-                if (okv[u][k1 * KS + k2])
-                    acc +=
-                        xv[u][k1 * KS + k2] * load_f32(D, w, wb + k1 * p.w_sk[1] + k2 * p.w_sk[2]);
+                acc += xv[u][k1 * KS + k2] * load_f32(D, w, wb + k1 * p.w_sk[1] + k2 * p.w_sk[2]);
         store_f32(p.y_dtype, y,
                   p.y_off + n * p.y_sn + co * p.y_sc + j0[u] * p.y_ss[0] + j1[u] * p.y_ss[1] +
                       j2[u] * p.y_ss[2],

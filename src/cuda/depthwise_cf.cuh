@@ -9,8 +9,8 @@
  * in shared memory as f32, zero where x ends (coalesced loads along rows, several in flight
  * per thread), then each thread sums a run of R outputs along a row from there, loading
  * each input column of the run's window rows once into registers, the plane's KS x KS
- * weights held in registers. Sums: bias, then taps in (k1, k2) order, taps outside x
- * skipped (not multiplied by a zero, which would turn an infinite weight into NaN).
+ * weights held in registers. Sums: bias, then taps in (k1, k2) order, padding read as zeros
+ * whose products join the sum, as in cpu.ref.
  */
 #ifndef XCONV_CUDA_DEPTHWISE_CF_CUH
 #define XCONV_CUDA_DEPTHWISE_CF_CUH
@@ -151,13 +151,9 @@ dw_cf_plane(const xconv_canon p, const char *__restrict__ x, const char *__restr
         float acc[R];
 #pragma unroll
         for (int u = 0; u < R; u++) acc[u] = b0;
-        /* which of the run's columns lie in x (the zeros staged for the others are skipped) */
-        bool cin[NV];
-#pragma unroll
-        for (int c = 0; c < NV; c++) cin[c] = (unsigned)(j * S + c - P2) < (unsigned)X2;
+        /* the zeros staged for padding join the sums (0 * w: Inf * 0 is NaN, as in cpu.ref) */
 #pragma unroll
         for (int k1 = 0; k1 < KS; k1++) {
-            if ((unsigned)(q1_0 + i * S + k1) >= (unsigned)X1) continue;
             /* 16-byte aligned (iw and j * S are multiples of 4), the row padded past NV4 */
             const float4 *src = (const float4 *)(rows + (i * S + k1) * gm.iw + j * S);
             float v[NV4 * 4];
@@ -170,7 +166,7 @@ dw_cf_plane(const xconv_canon p, const char *__restrict__ x, const char *__restr
             for (int k2 = 0; k2 < KS; k2++)
 #pragma unroll
                 for (int u = 0; u < R; u++)
-                    if (cin[u * S + k2]) acc[u] += v[u * S + k2] * wk[k1 * KS + k2];
+                    acc[u] += v[u * S + k2] * wk[k1 * KS + k2];
         }
         const int64_t yr = yb + (int64_t)(oy0 + i) * p.y_ss[1] + (int64_t)j * p.y_ss[2];
         if (p.y_dtype == D && p.y_ss[2] == 1 && j + R <= Y2 &&

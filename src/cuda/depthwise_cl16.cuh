@@ -10,6 +10,8 @@
 
 #include "cuda/common.cuh"
 
+#include <type_traits>
+
 #include <stdint.h>
 
 namespace {
@@ -171,7 +173,6 @@ dw_vec(const xconv_canon p, const char *__restrict__ x, const char *__restrict__
             for (int v = 0; v < V; v++) acc[pp][v] = bv[v];
         if constexpr (KS > 0) {
             uint4 xv[PP][KS * KS];
-            bool okv[PP][KS * KS];
 #pragma unroll
             for (int pp = 0; pp < PP; pp++) {
                 const int64_t q0 = j0[pp] * p.stride[0] - p.pad_lo[0];
@@ -186,9 +187,9 @@ dw_vec(const xconv_canon p, const char *__restrict__ x, const char *__restrict__
                     for (int k2 = 0; k2 < KS; k2++) {
                         const int64_t q2 = j2[pp] * p.stride[2] + k2 * p.dil[2] - p.pad_lo[2];
                         const int k = k1 * KS + k2;
-                        okv[pp][k] = ok1 && q2 >= 0 && q2 < p.x_size[2];
-                        xv[pp][k] = okv[pp][k] ? __ldg((const uint4 *)(xr + q2 * p.x_ss[2] * ES))
-                                               : make_uint4(0, 0, 0, 0);
+                        xv[pp][k] = ok1 && q2 >= 0 && q2 < p.x_size[2]
+                                        ? __ldg((const uint4 *)(xr + q2 * p.x_ss[2] * ES))
+                                        : make_uint4(0, 0, 0, 0);
                     }
                 }
             }
@@ -203,7 +204,7 @@ dw_vec(const xconv_canon p, const char *__restrict__ x, const char *__restrict__
                 }
 #pragma unroll
                 for (int pp = 0; pp < PP; pp++)
-                    if (okv[pp][k]) vec_mac<D>(acc[pp], xv[pp][k], wf); /* padding adds nothing */
+                    if (live[pp]) vec_mac<D>(acc[pp], xv[pp][k], wf); /* padding: 0 * w */
             }
         } else {
             const char *xb = x + (p.x_off + n[0] * p.x_sn + c0) * ES;
@@ -216,10 +217,13 @@ dw_vec(const xconv_canon p, const char *__restrict__ x, const char *__restrict__
                     const bool ok1 = ok0 && q1 >= 0 && q1 < p.x_size[1];
                     for (int k2 = 0; k2 < K2; k2++, k++) {
                         const int64_t q2 = j2[0] * p.stride[2] + k2 * p.dil[2] - p.pad_lo[2];
-                        if (!ok1 || q2 < 0 || q2 >= p.x_size[2]) continue;
-                        const uint4 qv = __ldg((
-                            const uint4 *)(xb + (q0 * p.x_ss[0] + q1 * p.x_ss[1] + q2 * p.x_ss[2]) *
-                                                    ES));
+                        /* conv's padding reads as 0 and 0 * w joins the sum, as in cpu.ref */
+                        const uint4 qv =
+                            ok1 && q2 >= 0 && q2 < p.x_size[2]
+                                ? __ldg((const uint4 *)(xb + (q0 * p.x_ss[0] + q1 * p.x_ss[1] +
+                                                              q2 * p.x_ss[2]) *
+                                                                 ES))
+                                : make_uint4(0, 0, 0, 0);
                         vec_mac<D>(acc[0], qv, wk + k * cc + cg * V);
                     }
                 }
@@ -290,6 +294,7 @@ slide_row(typename vec_traits<D>::A (&acc)[slide_run(KW, SW, vec_traits<D>::V)][
 {
     constexpr int V = vec_traits<D>::V, ES = 16 / V, H = V / 4;
     constexpr int RUN = slide_run(KW, SW, V), COLS = (RUN - 1) * SW + KW;
+    constexpr bool FLOAT = std::is_same<typename vec_traits<D>::A, float>::value;
     uint4 xv[COLS];
 #pragma unroll
     for (int c = 0; c < COLS; c++)
@@ -307,7 +312,9 @@ slide_row(typename vec_traits<D>::A (&acc)[slide_run(KW, SW, vec_traits<D>::V)][
 #pragma unroll
         for (int r = 0; r < RUN; r++) {
             const int c = r * SW + k2;
-            if (!EDGE || (c >= c_lo && c < c_hi)) vec_mac<D>(acc[r], xv[c], wf);
+            /* floats: a column outside x is a zero whose product joins the sum (Inf * 0 is
+             * NaN, as in cpu.ref); integer products of zero change nothing */
+            if (!EDGE || FLOAT || (c >= c_lo && c < c_hi)) vec_mac<D>(acc[r], xv[c], wf);
         }
     }
 }
@@ -377,15 +384,20 @@ dw_slide(const xconv_canon p, const slide_geom sg, const char *__restrict__ x,
                 acc[r][4 * h] = b.x, acc[r][4 * h + 1] = b.y, acc[r][4 * h + 2] = b.z,
                            acc[r][4 * h + 3] = b.w;
         }
+        constexpr bool FLOAT = std::is_same<A, float>::value;
         for (int k0 = 0; k0 < K0; k0++) {
             const int i0 = j0 * (int)p.stride[0] + k0 * (int)p.dil[0] - (int)p.pad_lo[0];
-            if (i0 < 0 || i0 >= X0) continue; /* padding rows add nothing */
+            const bool in0 = i0 >= 0 && i0 < X0;
+            if (!in0 && !FLOAT) continue; /* integer padding rows add nothing */
             for (int k1 = 0; k1 < K1; k1++) {
                 const int i1 = j1 * (int)p.stride[1] + k1 * (int)p.dil[1] - (int)p.pad_lo[1];
-                if (i1 < 0 || i1 >= X1) continue;
+                const bool in = in0 && i1 >= 0 && i1 < X1;
+                if (!in && !FLOAT) continue;
                 const uint32_t row = xn + i0 * (uint32_t)p.x_ss[0] + i1 * (uint32_t)p.x_ss[1];
                 const A4 *wr = wt + (k0 * K1 + k1) * KW * H * sg.cv;
-                if (c_lo == 0 && c_hi == COLS)
+                if (!in) /* a float padding row: zeros times the row's weights */
+                    slide_row<D, KW, SW, true>(acc, x, row, xs2, 0, 0, wr, sg.cv);
+                else if (c_lo == 0 && c_hi == COLS)
                     slide_row<D, KW, SW, false>(acc, x, row, xs2, 0, COLS, wr, sg.cv);
                 else
                     slide_row<D, KW, SW, true>(acc, x, row, xs2, c_lo, c_hi, wr, sg.cv);

@@ -53,7 +53,8 @@ generic_kernel(const xconv_canon p, const char *__restrict__ x, const char *__re
                 if (r0 < 0 || r0 % p.stride[0]) continue;
                 q0 = r0 / p.stride[0];
             }
-            if (q0 < 0 || q0 >= p.x_size[0]) continue;
+            const bool in0 = q0 >= 0 && q0 < p.x_size[0];
+            if (TRANSPOSE && !in0) continue;
             for (int64_t k1 = 0; k1 < p.k_size[1]; k1++) {
                 int64_t q1;
                 if (!TRANSPOSE) {
@@ -63,7 +64,8 @@ generic_kernel(const xconv_canon p, const char *__restrict__ x, const char *__re
                     if (r1 < 0 || r1 % p.stride[1]) continue;
                     q1 = r1 / p.stride[1];
                 }
-                if (q1 < 0 || q1 >= p.x_size[1]) continue;
+                const bool in1 = in0 && q1 >= 0 && q1 < p.x_size[1];
+                if (TRANSPOSE && !in1) continue;
                 for (int64_t k2 = 0; k2 < p.k_size[2]; k2++) {
                     int64_t q2;
                     if (!TRANSPOSE) {
@@ -73,11 +75,15 @@ generic_kernel(const xconv_canon p, const char *__restrict__ x, const char *__re
                         if (r2 < 0 || r2 % p.stride[2]) continue;
                         q2 = r2 / p.stride[2];
                     }
-                    if (q2 < 0 || q2 >= p.x_size[2]) continue;
+                    const bool in = in1 && q2 >= 0 && q2 < p.x_size[2];
+                    if (TRANSPOSE && !in) continue;
                     int64_t xa = xg + q0 * p.x_ss[0] + q1 * p.x_ss[1] + q2 * p.x_ss[2];
                     int64_t wa = wo + k0 * p.w_sk[0] + k1 * p.w_sk[1] + k2 * p.w_sk[2];
+                    /* conv's padding reads as 0 and 0 * w joins the sum, as cpu.ref has it
+                     * (Inf * 0 is NaN, as in PyTorch) */
                     for (int64_t i = 0; i < p.cin_g; i++, xa += p.x_sc, wa += p.w_si)
-                        ops<T>::mac(acc, ops<T>::load(p.x_dtype, x, xa), ops<T>::load(p.x_dtype, w, wa));
+                        ops<T>::mac(acc, in ? ops<T>::load(p.x_dtype, x, xa) : ops<T>::zero(),
+                                    ops<T>::load(p.x_dtype, w, wa));
                 }
             }
         }

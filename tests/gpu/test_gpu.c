@@ -64,6 +64,11 @@ static double rnd_unit(void) { return (double)(rnd() >> 11) * 0x1.0p-53; }
 
 static bool is_int(xconv_dtype d) { return d >= XCONV_DTYPE_U8 && d <= XCONV_DTYPE_I64; }
 static bool is_complex(xconv_dtype d) { return d == XCONV_DTYPE_C64 || d == XCONV_DTYPE_C128; }
+static bool has_inf(xconv_dtype d)
+{
+    return d == XCONV_DTYPE_F16 || d == XCONV_DTYPE_BF16 || d == XCONV_DTYPE_F32 ||
+           d == XCONV_DTYPE_F64 || is_complex(d);
+}
 
 /* Mantissa bits of a real float dtype (the relative size of one rounding of y). */
 static int mant_bits(xconv_dtype d)
@@ -121,7 +126,10 @@ static void get_real(xconv_dtype d, const void *p, double *re, double *im)
     }
 }
 
-typedef enum fill_mode { FILL_EXACT, FILL_REAL } fill_mode;
+/* FILL_SPECIAL: FILL_REAL with a few weights made infinite (float dtypes with an infinity):
+ * a tap in conv's padding then reads 0, and 0 * Inf = NaN joins the sum (cpu.ref, PyTorch);
+ * an engine that skipped padded taps would leave the sum finite. */
+typedef enum fill_mode { FILL_EXACT, FILL_REAL, FILL_SPECIAL } fill_mode;
 
 /* Fills every element of a buffer (gaps too). Integers: random bits. Floats: small integers
  * in [-3, 3] (exact) or uniform in [-1, 1] (real). */
@@ -462,6 +470,11 @@ static void buffers_make(problem *pb, buffers *bf, fill_mode mode)
         bf->h[i] = malloc(bf->bytes[i]);
         if (i == 3) memset(bf->h[i], 0xA5, bf->bytes[i]); /* canary: unwritten gaps stay so */
         else fill_buffer(t->dtype, bf->h[i], bf->bytes[i], mode);
+        const size_t es = xconv_dtype_size(t->dtype);
+        if (i == 1 && mode == FILL_SPECIAL && has_inf(t->dtype))
+            for (int k = 0; k < 3; k++) /* gaps of a strided w may take one: harmless */
+                put_real(t->dtype, (char *)bf->h[i] + (size_t)rnd_in(0, (int64_t)(bf->bytes[i] / es) - 1) * es,
+                         (rnd() & 1) ? INFINITY : -INFINITY, 0.0);
         CUDA_OK(cudaMalloc(&bf->d[i], bf->bytes[i]));
         CUDA_OK(cudaMemcpy(bf->d[i], bf->h[i], bf->bytes[i], cudaMemcpyHostToDevice));
     }
@@ -523,6 +536,9 @@ static int64_t compare_real(const problem *pb, const void *got, const void *want
         const double tol_i = acc_bound + rel_y * fabs(wi) + min_step;
         bool ok = (isnan(gr) && isnan(wr)) || fabs(gr - wr) <= tol_r || gr == wr;
         ok = ok && ((isnan(gi) && isnan(wi)) || fabs(gi - wi) <= tol_i || gi == wi);
+        /* an infinity's tolerance is infinite: it must match exactly */
+        if (isinf(wr) || isinf(gr)) ok = ok && gr == wr;
+        if (isinf(wi) || isinf(gi)) ok = ok && gi == wi;
         if (!ok && bad++ == 0)
             snprintf(msg, size, "element at %" PRId64 ": got (%.9g, %.9g) want (%.9g, %.9g)", off,
                      gr, gi, wr, wi);
@@ -872,6 +888,11 @@ int main(void)
                 unsetenv("XCONV_WGMMA_PERSIST");
             }
         }
+    /* infinite weights over padding, on every engine that takes a float problem */
+    for (int i = 0; i < special_count; i++) {
+        problem pb = random_problem(i & 1 ? SHAPE_DEPTHWISE : i % 4 == 0 ? SHAPE_TC : SHAPE_ANY);
+        if (has_inf(pb.w.dtype)) check_problem(&pb, FILL_SPECIAL);
+    }
     for (int e = 0; e < ENGINE_SLOTS; e++)
         if (engine_runs[e].name)
             printf("test_gpu: %s ran %d problems\n", engine_runs[e].name, engine_runs[e].runs);
