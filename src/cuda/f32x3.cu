@@ -8,7 +8,8 @@
  * x_hi*w_hi + x_lo*w_hi + x_hi*w_lo per term: the product to about 2^-17 relative (the
  * lo*lo term, below 2^-18, is dropped), 3x the bf16 work. y (f32) is written in place by the tensor-core
  * kernel (cuda.igemm_wgmma's where it fits, else cuda.igemm_tc's 16-byte loader).
- * Non-finite values travel in hi (lo = 0), so infinities and NaNs land where f32 puts them.
+ * Non-finite values travel in hi x hi alone (lo = 0 and the cross terms' hi = 0), so
+ * infinities and NaNs land where f32 puts them.
  */
 #include "cuda/common.cuh"
 
@@ -41,20 +42,24 @@ x3_layout layout_of(const xconv_canon *p)
     return l;
 }
 
-/* hi = bf16(v) rounded to nearest (truncated where that overflows), lo = bf16(v - hi); v - hi
- * is exact in f32 and |lo| <= 2^-9 |v|, so the dropped lo*lo term is below 2^-18 relative. */
-__device__ __forceinline__ uint16_t split_part(float v, int part)
+/* The parts of v: HI = bf16(v) rounded to nearest (truncated where that overflows), LO =
+ * bf16(v - hi); v - hi is exact in f32 and |lo| <= 2^-9 |v|, so the dropped lo*lo term is
+ * below 2^-18 relative. An infinity or NaN is all in HI (LO = 0); HI_CROSS, the hi that
+ * multiplies the other operand's lo, is 0 for it: else lo = 0 times an infinite hi would add a
+ * NaN where f32's x * w is infinite (test_gpu's infinite weights found that). */
+enum split_kind { HI, LO, HI_CROSS };
+__device__ __forceinline__ uint16_t split_part(float v, split_kind part)
 {
     const uint32_t b = __float_as_uint(v);
     if ((b & 0x7f800000u) == 0x7f800000u) /* inf / NaN: all in hi */
-        return part == 0 ? xconv_cuda::f32_to_bf16(v) : (uint16_t)0;
+        return part == HI ? xconv_cuda::f32_to_bf16(v) : (uint16_t)0;
     uint16_t hi = xconv_cuda::f32_to_bf16(v);
     if ((hi & 0x7fffu) == 0x7f80u) hi = (uint16_t)(b >> 16); /* rounded up to inf */
-    if (part == 0) return hi;
+    if (part != LO) return hi;
     return xconv_cuda::f32_to_bf16(v - __uint_as_float((uint32_t)hi << 16));
 }
 
-/* x'[n, s, g, block, c] from x (any strides): block 0 hi, 1 lo, 2 hi. */
+/* x'[n, s, g, block, c] from x (any strides): block 0 hi, 1 lo, 2 hi (the cross one). */
 __global__ void split_x(const xconv_canon p, const float *x, uint16_t *xo, int64_t cpad, int64_t total)
 {
     const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -68,12 +73,13 @@ __global__ void split_x(const xconv_canon p, const float *x, uint16_t *xo, int64
     if (c < p.cin_g) {
         const float f = x[p.x_off + n * p.x_sn + (g * p.cin_g + c) * p.x_sc + s0 * p.x_ss[0] +
                           s1 * p.x_ss[1] + s2 * p.x_ss[2]];
-        v = split_part(f, block == 1 ? 1 : 0);
+        v = split_part(f, block == 0 ? HI : block == 1 ? LO : HI_CROSS);
     }
     xo[e] = v;
 }
 
-/* w'[g, o, k, block, i] from w (canonical (g, o, i, k) strides): block 0 and 1 hi, 2 lo. */
+/* w'[g, o, k, block, i] from w (canonical (g, o, i, k) strides): block 0 hi, 1 hi (the cross
+ * one), 2 lo. */
 __global__ void split_w(const xconv_canon p, const float *w, uint16_t *wo, int64_t cpad, int64_t total)
 {
     const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -87,7 +93,7 @@ __global__ void split_w(const xconv_canon p, const float *w, uint16_t *wo, int64
     if (i < p.cin_g) {
         const float f = w[p.w_off + g * p.w_sg + o * p.w_so + i * p.w_si + k0 * p.w_sk[0] +
                           k1 * p.w_sk[1] + k2 * p.w_sk[2]];
-        v = split_part(f, block == 2 ? 1 : 0);
+        v = split_part(f, block == 0 ? HI : block == 1 ? HI_CROSS : LO);
     }
     wo[e] = v;
 }
