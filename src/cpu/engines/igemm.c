@@ -32,7 +32,7 @@
 #define IG_MAX_RUNS      4096              /* pointer arrays per thread stay small */
 #define IG_CHUNK_BYTES   ((size_t)8 << 20) /* the converted-x buffer per chunk of images */
 #define IG_SHORT_RUN     16                /* below this, padded runs are worth a copy */
-#define IG_KC_BYTES      (32 << 10)        /* packed weights of one reduction block: L1 */
+#define IG_KC_BYTES      (64 << 10)        /* packed weights of one reduction block (L2) */
 #define IG_GROUP_TILES   8                 /* tiles that share each reduction block */
 #define IG_PTR_BUDGET    16384             /* pointers per thread for a group of tiles */
 #define IG_MAX_THREADS   256               /* more threads run static ranges of units */
@@ -713,10 +713,11 @@ static bool take_unit(const ig_task *t, int self, int64_t *unit)
 
 /*
  * A work unit is a block of up to q->group consecutive tiles of one (group, panel); a thread
- * takes units from t->next (or its static range) and walks each unit's reduction in blocks
- * whose packed weights fit L1 (q->kc values: several whole runs, or a slice of one long run),
- * running every tile of the unit on a block before moving on. Each C element still sums its terms in run order,
- * then channel order, whatever the grouping: results do not depend on the thread count.
+ * takes units with take_unit (or runs its static range) and walks each unit's reduction in
+ * blocks whose packed weights stay in L2 (q->kc values: several whole runs, or a slice of one
+ * long run), running every tile of the unit on a block before moving on. Each C element still
+ * sums its terms in run order, then channel order, whatever the grouping: results do not
+ * depend on the thread count.
  */
 static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
 {
