@@ -75,7 +75,7 @@ typedef struct ig_tile {
     int64_t runs;
     int     m;
     bool    mixed, done;
-    int64_t yel[8];      /* y element offset per live position */
+    int64_t yel[8];      /* y element offset per live position, at output channel 0 */
 } ig_tile;
 
 /* The table of conv's runs (defined with the tiles below). */
@@ -747,6 +747,7 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
     const int64_t bstep = tr ? mx : 0;
 
     const int64_t gps = p->groups * q->panels;
+    int64_t built_blk = -1, built_g = -1;
     for (int64_t unit = begin;;) {
         int64_t u = unit++;
         if (t->left ? !take_unit(t, slot, &u) : u >= end) break;
@@ -778,6 +779,10 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
 
         if (!tr)
             for (int64_t r = 0; r < q->runs; r++) b[r] = wpanel + runs[r].w;
+        /* conv tiles depend only on the block and the group: the next panel of the same block
+         * (tile-major units) keeps their A pointers and rows */
+        const bool reuse = !tr && blk == built_blk && g == built_g;
+        built_blk = tr ? -1 : blk, built_g = g;
         for (int64_t ti = 0; ti < count; ti++) {
             ig_tile *tl = &tiles[ti];
             const void **at = a + ti * mx * mr, **bt = b + ti * bstep;
@@ -789,17 +794,15 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
                 for (int i = 0; i < tl->m; i++)
                     tl->yel[i] = p->y_off + (t->n0 + pos[i][0]) * p->y_sn + pos[i][1] * p->y_ss[0] +
                                  pos[i][2] * p->y_ss[1] + pos[i][3] * p->y_ss[2];
-            } else {
+            } else if (!reuse) {
                 tl->runs = conv_tile(t, g, tile0 + ti, runs, check, at, &tl->m, tl->yel, &cursor);
             }
             tl->done = tl->m == 0;
             /* live positions come first in a tile, so rows i < m are exactly the live ones */
-            for (int i = 0; i < mr; i++) {
-                if (i < tl->m) tl->yel[i] += co * p->y_sc;
+            for (int i = 0; i < mr; i++)
                 ct[i] = i >= tl->m ? NULL
-                        : q->y_direct ? (char *)e->y + tl->yel[i] * (int64_t)yes
+                        : q->y_direct ? (char *)e->y + (tl->yel[i] + co * p->y_sc) * (int64_t)yes
                                       : ctile + (size_t)(ti * mr + i) * q->row_bytes;
-            }
             if (tl->done) continue;
             if (tl->mixed || tl->runs == 0) {
                 if (tl->mixed) run_mixed(t, tl, at, bt, a1, b1, init, ct, cnt, wpanel, panel, tinit + gt * q->g->nr);
@@ -841,7 +844,8 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
         if (!q->y_direct)
             for (int64_t ti = 0; ti < count; ti++) {
                 void *rows[8];
-                for (int i = 0; i < tiles[ti].m; i++) rows[i] = (char *)e->y + tiles[ti].yel[i] * (int64_t)yes;
+                for (int i = 0; i < tiles[ti].m; i++)
+                    rows[i] = (char *)e->y + (tiles[ti].yel[i] + co * p->y_sc) * (int64_t)yes;
                 xconv__store_rows(p->ct, p->y_dtype, ctile + (size_t)(ti * mr) * q->row_bytes, q->row_bytes,
                                   rows, p->y_sc, cnt, tiles[ti].m);
             }
