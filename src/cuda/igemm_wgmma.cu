@@ -48,7 +48,10 @@
  * Epilogue: cuda.igemm_tc's semantics: f32 (s32 as u32) sums plus the bias, one rounding to
  * y's dtype (the library's rules, common.cuh's f32_to_bf16 / f32_to_f16_rne) into a
  * shared-memory tile, then 16-byte stores of whole rows where y allows. The bias and the
- * rows' y offsets are fetched before the tile's MMAs (epi_fetch).
+ * rows' y offsets are fetched before the tile's MMAs (epi_fetch). In the TMA kernel the
+ * consumers only fill the tile: three store warps of the producer warpgroup copy it to y by
+ * cp.async.bulk, one copy per row (y rows of whole 16-byte pieces; else the consumers copy),
+ * while the consumers run the next tile's MMAs (rn50_1x1_256 94 -> 101 TFLOP/s).
  * No atomics, no split of K: results are deterministic, and for exact inputs identical to
  * cuda.igemm_tc's and cpu.ref's.
  *
