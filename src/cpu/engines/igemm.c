@@ -19,8 +19,8 @@
  *
  * Shapes: positions tile by mr (within one stride phase of one output row for the transpose),
  * output channels by nr within a group. Work units (a block of tiles of one group and panel)
- * are handed to threads as they ask; each output element is summed by one unit in a fixed
- * order.
+ * are split statically across threads, and a thread that runs out takes the last units of
+ * another; each output element is summed by one unit in a fixed order.
  * Assumes: a validated canonical problem on the CPU.
  */
 #include "cpu/ukernels/igemm.h"
