@@ -64,6 +64,67 @@ static const xconv_dtype PAIRS[][2] = {
 
 static int compared;
 
+/*
+ * The fast path's f8 codecs against the library's scalar ones (src/core/dtypes.c), every
+ * code and every pair of codes: a 1-D depthwise conv, channels-last, 16 channels, 2 taps of
+ * weight 1 at stride 2, no bias, so y[m, c] = x[2m, c] + x[2m + 1, c], summed exactly in f32
+ * and rounded once into f8 (a rounding the engine comparison, one ulp of y wide, would let
+ * pass wrong); then y f32 = x with one tap (the decoder, NaN codes included, bit for bit).
+ */
+static void check_f8_codecs(xconv_dtype dt)
+{
+    float (*dec)(uint8_t) = dt == XCONV_DTYPE_F8E4M3 ? xconv_f8e4m3_to_f32 : xconv_f8e5m2_to_f32;
+    uint8_t (*enc)(float) = dt == XCONV_DTYPE_F8E4M3 ? xconv_f32_to_f8e4m3 : xconv_f32_to_f8e5m2;
+    const char *name = xconv_dtype_name(dt);
+    enum { C = 16, M = 256 * 256 / C };
+    uint8_t *x = malloc(2 * M * C), *y8 = malloc(M * C), w2[C * 2], w1[C];
+    float *y32 = malloc(sizeof(float) * 2 * M * C);
+    for (int i = 0; i < 256 * 256; i++) { /* output i = m * C + c sums codes i / 256, i % 256 */
+        const int m = i / C, c = i % C;
+        x[(2 * m) * C + c] = (uint8_t)(i / 256), x[(2 * m + 1) * C + c] = (uint8_t)(i % 256);
+    }
+    const uint8_t one = enc(1.0f);
+    memset(w2, one, sizeof w2), memset(w1, one, sizeof w1);
+    xconv_plan_options o;
+    memset(&o, 0, sizeof o);
+    o.engine = "cpu.depthwise";
+    xconv_error err;
+    const char *used = NULL;
+
+    xconv_params q = xconv_params_init(XCONV_OP_CONV, 1, XCONV_LAYOUT_CHANNELS_LAST);
+    q.groups = C, q.stride[0] = 2;
+    const int64_t xs[3] = {1, 2 * M, C}, w2s[3] = {C, 2, 1}, ys[3] = {1, M, C};
+    xconv_tensor xt = xconv_tensor_contiguous(dt, 3, xs, x), wt = xconv_tensor_contiguous(dt, 3, w2s, w2);
+    xconv_tensor yt = xconv_tensor_contiguous(dt, 3, ys, y8);
+    xconv_status st = xconv_conv(CTX[1], &q, &xt, &wt, NULL, &yt, &o, &used, &err);
+    XT_CHECK(st == XCONV_STATUS_OK, "%s pair sums: %s", name, err.description);
+    int bad = 0;
+    for (int i = 0; st == XCONV_STATUS_OK && i < 256 * 256; i++) {
+        /* the sum starts at +0, as the engines' and cpu.ref's do: -0 + -0 comes out +0 */
+        const uint8_t want = enc(0.0f + dec((uint8_t)(i / 256)) + dec((uint8_t)(i % 256)));
+        if (y8[i] != want && bad++ < 3)
+            fprintf(stderr, "  %s: 0x%02x + 0x%02x gave 0x%02x, want 0x%02x\n", name, i / 256,
+                    i % 256, y8[i], want);
+    }
+    XT_CHECK(bad == 0, "%s: %d of 65536 pair sums rounded otherwise than the library's encoder",
+             name, bad);
+
+    q = xconv_params_init(XCONV_OP_CONV, 1, XCONV_LAYOUT_CHANNELS_LAST);
+    q.groups = C;
+    const int64_t w1s[3] = {C, 1, 1}, y1s[3] = {1, 2 * M, C};
+    wt = xconv_tensor_contiguous(dt, 3, w1s, w1);
+    yt = xconv_tensor_contiguous(XCONV_DTYPE_F32, 3, y1s, y32);
+    st = xconv_conv(CTX[1], &q, &xt, &wt, NULL, &yt, &o, &used, &err);
+    XT_CHECK(st == XCONV_STATUS_OK, "%s decode: %s", name, err.description);
+    bad = 0;
+    for (int i = 0; st == XCONV_STATUS_OK && i < 2 * M * C; i++) {
+        const float want = 0.0f + dec(x[i]); /* the sum starts at +0: -0 comes out +0 */
+        if (memcmp(&y32[i], &want, sizeof want) != 0) bad++;
+    }
+    XT_CHECK(bad == 0, "%s: %d decoded values differ from the library's decoder", name, bad);
+    free(x), free(y8), free(y32);
+}
+
 static void run_case(const dw_case *c, xconv_layout L, xconv_dtype xdt, xconv_dtype ydt, int view,
                      bool bias, bool bias_in_y, bool nonfinite, tu_rng *r)
 {
@@ -168,13 +229,16 @@ int main(void)
                 run_case(&CASES[ci], L, PAIRS[pi][0], PAIRS[pi][1], combo % V_COUNT, combo % 3 != 0,
                          (combo / V_COUNT) % 2 == 1, false, &r);
             }
-    /* The fast path's dtypes (f32, bf16, f16 -> f32) with infinities and NaNs, every view */
-    static const int nonfinite_pairs[] = {12, 11, 10, 23, 24};
+    /* The fast path's float dtypes (f32, bf16, f16 -> f32, f8e4m3, f8e5m2) with infinities
+     * and NaNs, every view */
+    static const int nonfinite_pairs[] = {12, 11, 10, 23, 24, 8, 9};
     for (int ci = 0; ci < NCASES; ci++)
-        for (int q = 0; q < 5; q++)
+        for (int q = 0; q < 7; q++)
             for (int v = 0; v < V_COUNT; v++, combo++)
                 run_case(&CASES[ci], XCONV_LAYOUT_CHANNELS_LAST, PAIRS[nonfinite_pairs[q]][0],
                          PAIRS[nonfinite_pairs[q]][1], v, combo % 2 == 0, false, true, &r);
+    check_f8_codecs(XCONV_DTYPE_F8E4M3);
+    check_f8_codecs(XCONV_DTYPE_F8E5M2);
     printf("depthwise comparisons against cpu.ref: %d\n", compared);
     for (int t = 1; t <= 3; t++) xconv_context_destroy(CTX[t]);
     return xt_finish("test_depthwise");

@@ -3,7 +3,9 @@
  *
  * The fast path is channels-last only (x and y channels contiguous, one input channel per
  * output channel) and reads x and writes y in their storage dtypes, converting in registers:
- *   compute f32: x f32, bf16 or f16; y f32, bf16 or f16 (rounded as xconv__store_row does)
+ *   compute f32: x f32, bf16, f16, f8e4m3 or f8e5m2; y f32, bf16, f16, f8e4m3 or f8e5m2
+ *                (decoded and rounded as src/core/dtypes.c does: NaNs decode to the one
+ *                quiet NaN, f8 stores round once from f32, e4m3 saturating)
  *   compute u32: x i8 or u8 (each value widened to a 32-bit lane whose low 16 bits multiply a
  *                16-bit weight: vpdpwssd, or vpmaddwd + vpaddd; exact mod 2^32);
  *                y of 8, 16 or 32 bits (truncated).
@@ -21,15 +23,22 @@ typedef enum xconv_dw_xkind {
     XCONV_DW_X_F32,
     XCONV_DW_X_BF16,
     XCONV_DW_X_F16,
+    XCONV_DW_X_E4M3,
+    XCONV_DW_X_E5M2, /* the last float kind (XCONV_DW_X_FLOAT) */
     XCONV_DW_X_I8,
     XCONV_DW_X_U8,
     XCONV_DW_X_NONE
 } xconv_dw_xkind;
 
+/* x kinds summed in f32 (fused multiply-adds), the others in u32 */
+#define XCONV_DW_X_FLOAT(xk) ((xk) <= XCONV_DW_X_E5M2)
+
 typedef enum xconv_dw_ykind {
     XCONV_DW_Y_F32,
     XCONV_DW_Y_BF16,
     XCONV_DW_Y_F16,
+    XCONV_DW_Y_E4M3,
+    XCONV_DW_Y_E5M2,
     XCONV_DW_Y_B32,
     XCONV_DW_Y_B16,
     XCONV_DW_Y_B8,

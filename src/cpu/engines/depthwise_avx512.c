@@ -111,6 +111,8 @@ static void dw_row_at(dw_row *r, int64_t item)
 DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", f32, XCONV_DW_X_F32)
 DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", bf16, XCONV_DW_X_BF16)
 DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", f16, XCONV_DW_X_F16)
+DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", e4m3, XCONV_DW_X_E4M3)
+DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", e5m2, XCONV_DW_X_E5M2)
 DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", i8, XCONV_DW_X_I8)
 DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", u8, XCONV_DW_X_U8)
 DW_ENTRY(vnni, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma,avx512vnni", i8, XCONV_DW_X_I8)
@@ -139,6 +141,8 @@ void xconv__dw_fast_range(const xconv_dw_fast *f, int64_t begin, int64_t end)
     case XCONV_DW_X_F32: dw_run_f32_avx512(f, begin, end); break;
     case XCONV_DW_X_BF16: dw_run_bf16_avx512(f, begin, end); break;
     case XCONV_DW_X_F16: dw_run_f16_avx512(f, begin, end); break;
+    case XCONV_DW_X_E4M3: dw_run_e4m3_avx512(f, begin, end); break;
+    case XCONV_DW_X_E5M2: dw_run_e5m2_avx512(f, begin, end); break;
     case XCONV_DW_X_I8: vnni ? dw_run_i8_vnni(f, begin, end) : dw_run_i8_avx512(f, begin, end); break;
     case XCONV_DW_X_U8: vnni ? dw_run_u8_vnni(f, begin, end) : dw_run_u8_avx512(f, begin, end); break;
     default: break;
@@ -173,6 +177,8 @@ bool xconv__dw_fast_kinds(const xconv_canon *p, xconv_dw_xkind *xk, xconv_dw_yki
     case XCONV_DTYPE_F32: *xk = XCONV_DW_X_F32; break;
     case XCONV_DTYPE_BF16: *xk = XCONV_DW_X_BF16; break;
     case XCONV_DTYPE_F16: *xk = XCONV_DW_X_F16; break;
+    case XCONV_DTYPE_F8E4M3: *xk = XCONV_DW_X_E4M3; break;
+    case XCONV_DTYPE_F8E5M2: *xk = XCONV_DW_X_E5M2; break;
     case XCONV_DTYPE_I8: *xk = XCONV_DW_X_I8; break;
     case XCONV_DTYPE_U8: *xk = XCONV_DW_X_U8; break;
     default: return false;
@@ -182,6 +188,8 @@ bool xconv__dw_fast_kinds(const xconv_canon *p, xconv_dw_xkind *xk, xconv_dw_yki
         case XCONV_DTYPE_F32: *yk = XCONV_DW_Y_F32; break;
         case XCONV_DTYPE_BF16: *yk = XCONV_DW_Y_BF16; break;
         case XCONV_DTYPE_F16: *yk = XCONV_DW_Y_F16; break;
+        case XCONV_DTYPE_F8E4M3: *yk = XCONV_DW_Y_E4M3; break;
+        case XCONV_DTYPE_F8E5M2: *yk = XCONV_DW_Y_E5M2; break;
         default: return false;
         }
     } else if (p->ct == XCONV_CT_U32) {

@@ -20,6 +20,69 @@
 #endif
 #define DW_AI static inline __attribute__((always_inline, target(DW_TARGET)))
 
+/* 16 f8 codes as f32, exactly (mini_decode's values; a NaN code decodes to the one quiet
+ * NaN, 0x7fc00000, as NAN does there). e5m2 is the high byte of an f16. e4m3 shifted into an
+ * f16's exponent and mantissa fields reads 2^-8 of its value, subnormals included (both
+ * formats' subnormals are their exponent field 0), so the f16 value times 256 is exact. */
+DW_AI __m512 DW_NAME(dw_f8_decode)(bool e4m3, __m128i b)
+{
+    const __m256i h = _mm256_cvtepu8_epi16(b);
+    const __m256i mag = _mm256_and_si256(h, _mm256_set1_epi16(0x7f));
+    __m512 v;
+    __mmask16 nan;
+    if (e4m3) {
+        const __m256i f16 = _mm256_or_si256(_mm256_slli_epi16(mag, 7),
+                                            _mm256_slli_epi16(_mm256_and_si256(h, _mm256_set1_epi16(0x80)), 8));
+        v = _mm512_mul_ps(_mm512_cvtph_ps(f16), _mm512_set1_ps(256.0f));
+        nan = _mm256_cmpeq_epi16_mask(mag, _mm256_set1_epi16(0x7f));
+    } else {
+        v = _mm512_cvtph_ps(_mm256_slli_epi16(h, 8));
+        nan = _mm256_cmpgt_epi16_mask(mag, _mm256_set1_epi16(0x7c));
+    }
+    return _mm512_mask_mov_ps(v, nan, _mm512_castsi512_ps(_mm512_set1_epi32(0x7fc00000)));
+}
+
+/* f32 bits to f8 codes, rounded once to nearest even as mini_encode does (src/core/dtypes.c):
+ * NaN -> sign | nan_code, +-Inf and values past the largest finite -> sign | overflow (Inf for
+ * e5m2, the largest finite for e4m3, which saturates), f32 subnormals -> signed zero. */
+DW_AI __m128i DW_NAME(dw_f8_encode)(bool e4m3, __m512i bits)
+{
+    const int mbits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+    const int max_finite = e4m3 ? 0x7e : 0x7b, overflow = e4m3 ? 0x7e : 0x7c, nan_code = e4m3 ? 0x7f : 0x7e;
+    const int emin = 1 - bias, emax = (max_finite >> mbits) - bias;
+    const __m512i abs = _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff));
+    const __m512i sign = _mm512_slli_epi32(_mm512_srli_epi32(bits, 31), 7);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(abs, _mm512_set1_epi32(0x7f800000));
+    const __m512i expf = _mm512_srli_epi32(abs, 23);
+    const __mmask16 zero = _mm512_cmpeq_epi32_mask(expf, _mm512_setzero_si512());
+    const __m512i e = _mm512_sub_epi32(expf, _mm512_set1_epi32(127));
+    /* Inf (e = 128) is past emax + 1 too */
+    const __mmask16 big = _mm512_cmpgt_epi32_mask(e, _mm512_set1_epi32(emax + 1));
+    const __m512i m = _mm512_or_si512(_mm512_and_si512(abs, _mm512_set1_epi32(0x7fffff)), _mm512_set1_epi32(0x800000));
+    const __m512i q = _mm512_sub_epi32(_mm512_max_epi32(e, _mm512_set1_epi32(emin)), _mm512_set1_epi32(mbits));
+    const __m512i shift = _mm512_sub_epi32(_mm512_add_epi32(q, _mm512_set1_epi32(23)), e); /* >= 23 - mbits */
+    const __mmask16 gone = _mm512_cmpge_epi32_mask(shift, _mm512_set1_epi32(26)); /* below half the least */
+    const __m512i one = _mm512_set1_epi32(1);
+    __m512i r = _mm512_srlv_epi32(m, shift);
+    const __m512i rem = _mm512_and_si512(m, _mm512_sub_epi32(_mm512_sllv_epi32(one, shift), one));
+    const __m512i half = _mm512_sllv_epi32(one, _mm512_sub_epi32(shift, one));
+    const __mmask16 up = _mm512_cmpgt_epu32_mask(rem, half) |
+                         (_mm512_cmpeq_epi32_mask(rem, half) & _mm512_test_epi32_mask(r, one));
+    r = _mm512_mask_add_epi32(r, up, r, one);
+    r = _mm512_mask_mov_epi32(r, gone, _mm512_setzero_si512());
+    /* normals carry the implicit bit, which the exponent field absorbs */
+    const __m512i normal = _mm512_sub_epi32(
+        _mm512_add_epi32(_mm512_slli_epi32(_mm512_add_epi32(e, _mm512_set1_epi32(bias)), mbits), r),
+        _mm512_set1_epi32(1 << mbits));
+    __m512i code = _mm512_mask_mov_epi32(normal, _mm512_cmplt_epi32_mask(e, _mm512_set1_epi32(emin)), r);
+    code = _mm512_mask_mov_epi32(code, _mm512_cmpgt_epu32_mask(code, _mm512_set1_epi32(max_finite)),
+                                 _mm512_set1_epi32(overflow));
+    code = _mm512_mask_mov_epi32(code, zero, _mm512_setzero_si512());
+    code = _mm512_mask_mov_epi32(code, big, _mm512_set1_epi32(overflow));
+    code = _mm512_mask_mov_epi32(code, nan, _mm512_set1_epi32(nan_code));
+    return _mm512_cvtepi32_epi8(_mm512_or_si512(code, sign));
+}
+
 /* Lanes c < 16 of x at p (bytes) as compute-type bits; masked lanes read nothing. */
 DW_AI __m512i DW_NAME(dw_ld)(int xk, const char *p, __mmask16 m, bool masked)
 {
@@ -33,6 +96,11 @@ DW_AI __m512i DW_NAME(dw_ld)(int xk, const char *p, __mmask16 m, bool masked)
     case XCONV_DW_X_F16: {
         const __m256i h = masked ? _mm256_maskz_loadu_epi16(m, p) : _mm256_loadu_si256((const __m256i *)p);
         return _mm512_castps_si512(_mm512_cvtph_ps(h));
+    }
+    case XCONV_DW_X_E4M3:
+    case XCONV_DW_X_E5M2: {
+        const __m128i b = masked ? _mm_maskz_loadu_epi8(m, p) : _mm_loadu_si128((const __m128i *)p);
+        return _mm512_castps_si512(DW_NAME(dw_f8_decode)(xk == XCONV_DW_X_E4M3, b));
     }
     case XCONV_DW_X_I8: {
         const __m128i b = masked ? _mm_maskz_loadu_epi8(m, p) : _mm_loadu_si128((const __m128i *)p);
@@ -48,7 +116,7 @@ DW_AI __m512i DW_NAME(dw_ld)(int xk, const char *p, __mmask16 m, bool masked)
 /* acc + x * w in the compute type of xk. */
 DW_AI __m512i DW_NAME(dw_mac)(int xk, __m512i acc, __m512i x, __m512i w)
 {
-    if (xk <= XCONV_DW_X_F16)
+    if (XCONV_DW_X_FLOAT(xk))
         return _mm512_castps_si512(
             _mm512_fmadd_ps(_mm512_castsi512_ps(x), _mm512_castsi512_ps(w), _mm512_castsi512_ps(acc)));
 #if DW_VNNI
@@ -89,6 +157,13 @@ DW_AI void DW_NAME(dw_st)(int yk, char *p, __m512i acc, __mmask16 m, bool masked
         const __m256i h = _mm512_cvtepi32_epi16(r);
         if (masked) _mm256_mask_storeu_epi16(p, m, h);
         else _mm256_storeu_si256((__m256i *)p, h);
+        return;
+    }
+    case XCONV_DW_Y_E4M3:
+    case XCONV_DW_Y_E5M2: {
+        const __m128i b = DW_NAME(dw_f8_encode)(yk == XCONV_DW_Y_E4M3, acc);
+        if (masked) _mm_mask_storeu_epi8(p, m, b);
+        else _mm_storeu_si128((__m128i *)p, b);
         return;
     }
     case XCONV_DW_Y_B16: {
@@ -133,7 +208,7 @@ DW_AI void DW_NAME(dw_tile)(const dw_row *r, int xk, int yk, bool masked, bool c
             DW_UNROLL for (int kw = 0; kw < KW; kw++) wv[kw] = _mm512_load_si512(wr + kw);
             if (!in0 || q1 < 0 || q1 >= p->x_size[1]) {
                 /* a padding row: 0 * w still joins a float sum (NaN for an infinite w) */
-                if (xk <= XCONV_DW_X_F16)
+                if (XCONV_DW_X_FLOAT(xk))
                     DW_UNROLL for (int t = 0; t < WT; t++)
                         DW_UNROLL for (int kw = 0; kw < KW; kw++)
                             acc[t] = DW_NAME(dw_mac)(xk, acc[t], _mm512_setzero_si512(), wv[kw]);
@@ -182,7 +257,7 @@ DW_AI void DW_NAME(dw_pixel)(const dw_row *r, int xk, int yk, bool masked, int64
                 if (in_row && q2 >= 0 && q2 < p->x_size[2])
                     acc = DW_NAME(dw_mac)(xk, acc, DW_NAME(dw_ld)(xk, xr + q2 * r->xps, m, masked),
                                           _mm512_load_si512(wr + k2));
-                else if (xk <= XCONV_DW_X_F16)
+                else if (XCONV_DW_X_FLOAT(xk))
                     acc = DW_NAME(dw_mac)(xk, acc, _mm512_setzero_si512(), _mm512_load_si512(wr + k2));
             }
         }
@@ -245,7 +320,7 @@ DW_AI void DW_NAME(dw_pt)(int xk, int yk, bool checked, int R, int S, int WT, co
     DW_UNROLL for (int u = 0; u < (R - 1) * S + 3; u++) {
         if (!xr[u]) {
             /* a padding row: 0 * w still joins a float sum (NaN for an infinite w) */
-            if (xk <= XCONV_DW_X_F16)
+            if (XCONV_DW_X_FLOAT(xk))
                 DW_UNROLL for (int r = 0; r < R; r++) {
                     const int k1 = u - r * S;
                     if (k1 < 0 || k1 >= 3) continue;
