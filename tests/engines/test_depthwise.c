@@ -237,6 +237,15 @@ int main(void)
             for (int v = 0; v < V_COUNT; v++, combo++)
                 run_case(&CASES[ci], XCONV_LAYOUT_CHANNELS_LAST, PAIRS[nonfinite_pairs[q]][0],
                          PAIRS[nonfinite_pairs[q]][1], v, combo % 2 == 0, false, true, &r);
+    /* The fast path's 16- and 32-bit integers (u16, i16, u32, i32, u16 -> u32), every view:
+     * the loop above gives each pair one view per case, which left some without the dense
+     * channels-last views the fast path takes */
+    static const int wide_int_pairs[] = {2, 3, 4, 5, 20};
+    for (int ci = 0; ci < NCASES; ci++)
+        for (int q = 0; q < 5; q++)
+            for (int v = 0; v < V_COUNT; v++, combo++)
+                run_case(&CASES[ci], XCONV_LAYOUT_CHANNELS_LAST, PAIRS[wide_int_pairs[q]][0],
+                         PAIRS[wide_int_pairs[q]][1], v, combo % 2 == 0, false, false, &r);
     check_f8_codecs(XCONV_DTYPE_F8E4M3);
     check_f8_codecs(XCONV_DTYPE_F8E5M2);
     printf("depthwise comparisons against cpu.ref: %d\n", compared);

@@ -209,7 +209,7 @@ static void dw_fast_range(void *arg, int64_t begin, int64_t end, int slot)
 }
 
 /* Fast path packing: wf [block][K][16] and bf [block * 16], 32-bit lanes, zero past Cout;
- * integer weights keep their low 16 bits only (the vpmaddwd/vpdpwssd operand). The weights
+ * 8-bit x's weights keep their low 16 bits only (the vpmaddwd/vpdpwssd operand). The weights
  * go to wf (the workspace, or the plan's memory at creation for constant weights). */
 static void pack_fast(const xconv_exec *e, const dw_geom *g, uint32_t *wf)
 {
@@ -223,7 +223,7 @@ static void pack_fast(const xconv_exec *e, const dw_geom *g, uint32_t *wf)
         for (int64_t k = 0; k < kk; k++) {
             memset(row, 0, sizeof row);
             load_w(&d, k, cb * L, row, cnt);
-            if (p->ct == XCONV_CT_U32)
+            if (XCONV_DW_X_BYTES(g->xk)) /* vpmaddwd's 16-bit operand */
                 for (int64_t c = 0; c < L; c++) row[c] &= 0xffffu;
             memcpy(wf + (cb * kk + k) * L, row, sizeof row);
         }

@@ -7,10 +7,12 @@
  *                (decoded and rounded as src/core/dtypes.c does: NaNs decode to the one
  *                quiet NaN, f8 stores round once from f32, e4m3 saturating)
  *   compute u32: x i8 or u8 (each value widened to a 32-bit lane whose low 16 bits multiply a
- *                16-bit weight: vpdpwssd, or vpmaddwd + vpaddd; exact mod 2^32);
- *                y of 8, 16 or 32 bits (truncated).
- * Weights are packed [channel block][K0*K1*K2][16] in the compute type (u32: the low 16 bits
- * of the weight, high half zero), bias [channel block * 16]; lanes past Cout are zero.
+ *                16-bit weight: vpdpwssd, or vpmaddwd + vpaddd; exact mod 2^32), or x i16,
+ *                u16, i32 or u32 (widened to 32-bit lanes, vpmulld + vpaddd: the low 32 bits
+ *                of each product, exact mod 2^32); y of 8, 16 or 32 bits (truncated).
+ * Weights are packed [channel block][K0*K1*K2][16] in the compute type (u32 for 8-bit x: the
+ * low 16 bits of the weight, high half zero; for the wider integers the whole u32), bias
+ * [channel block * 16]; lanes past Cout are zero.
  */
 #ifndef XCONV_CPU_DEPTHWISE_H
 #define XCONV_CPU_DEPTHWISE_H
@@ -27,11 +29,16 @@ typedef enum xconv_dw_xkind {
     XCONV_DW_X_E5M2, /* the last float kind (XCONV_DW_X_FLOAT) */
     XCONV_DW_X_I8,
     XCONV_DW_X_U8,
+    XCONV_DW_X_I16, /* the wider integers: vpmulld on whole 32-bit lanes */
+    XCONV_DW_X_U16,
+    XCONV_DW_X_B32, /* i32 and u32 */
     XCONV_DW_X_NONE
 } xconv_dw_xkind;
 
 /* x kinds summed in f32 (fused multiply-adds), the others in u32 */
 #define XCONV_DW_X_FLOAT(xk) ((xk) <= XCONV_DW_X_E5M2)
+/* u32 kinds whose 16-bit weights multiply by vpmaddwd / vpdpwssd */
+#define XCONV_DW_X_BYTES(xk) ((xk) == XCONV_DW_X_I8 || (xk) == XCONV_DW_X_U8)
 
 typedef enum xconv_dw_ykind {
     XCONV_DW_Y_F32,

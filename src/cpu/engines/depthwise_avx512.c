@@ -115,6 +115,9 @@ DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", e4m3, XCONV_DW_X
 DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", e5m2, XCONV_DW_X_E5M2)
 DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", i8, XCONV_DW_X_I8)
 DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", u8, XCONV_DW_X_U8)
+DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", i16, XCONV_DW_X_I16)
+DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", u16, XCONV_DW_X_U16)
+DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", b32, XCONV_DW_X_B32)
 DW_ENTRY(vnni, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma,avx512vnni", i8, XCONV_DW_X_I8)
 DW_ENTRY(vnni, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma,avx512vnni", u8, XCONV_DW_X_U8)
 #undef DW_ENTRY
@@ -145,6 +148,9 @@ void xconv__dw_fast_range(const xconv_dw_fast *f, int64_t begin, int64_t end)
     case XCONV_DW_X_E5M2: dw_run_e5m2_avx512(f, begin, end); break;
     case XCONV_DW_X_I8: vnni ? dw_run_i8_vnni(f, begin, end) : dw_run_i8_avx512(f, begin, end); break;
     case XCONV_DW_X_U8: vnni ? dw_run_u8_vnni(f, begin, end) : dw_run_u8_avx512(f, begin, end); break;
+    case XCONV_DW_X_I16: dw_run_i16_avx512(f, begin, end); break;
+    case XCONV_DW_X_U16: dw_run_u16_avx512(f, begin, end); break;
+    case XCONV_DW_X_B32: dw_run_b32_avx512(f, begin, end); break;
     default: break;
     }
 }
@@ -181,6 +187,10 @@ bool xconv__dw_fast_kinds(const xconv_canon *p, xconv_dw_xkind *xk, xconv_dw_yki
     case XCONV_DTYPE_F8E5M2: *xk = XCONV_DW_X_E5M2; break;
     case XCONV_DTYPE_I8: *xk = XCONV_DW_X_I8; break;
     case XCONV_DTYPE_U8: *xk = XCONV_DW_X_U8; break;
+    case XCONV_DTYPE_I16: *xk = XCONV_DW_X_I16; break;
+    case XCONV_DTYPE_U16: *xk = XCONV_DW_X_U16; break;
+    case XCONV_DTYPE_I32:
+    case XCONV_DTYPE_U32: *xk = XCONV_DW_X_B32; break;
     default: return false;
     }
     if (p->ct == XCONV_CT_F32) {

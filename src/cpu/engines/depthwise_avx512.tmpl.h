@@ -106,6 +106,13 @@ DW_AI __m512i DW_NAME(dw_ld)(int xk, const char *p, __mmask16 m, bool masked)
         const __m128i b = masked ? _mm_maskz_loadu_epi8(m, p) : _mm_loadu_si128((const __m128i *)p);
         return _mm512_cvtepi8_epi32(b);
     }
+    case XCONV_DW_X_I16:
+    case XCONV_DW_X_U16: {
+        const __m256i h = masked ? _mm256_maskz_loadu_epi16(m, p) : _mm256_loadu_si256((const __m256i *)p);
+        return xk == XCONV_DW_X_I16 ? _mm512_cvtepi16_epi32(h) : _mm512_cvtepu16_epi32(h);
+    }
+    case XCONV_DW_X_B32:
+        return masked ? _mm512_maskz_loadu_epi32(m, p) : _mm512_loadu_si512(p);
     default: {
         const __m128i b = masked ? _mm_maskz_loadu_epi8(m, p) : _mm_loadu_si128((const __m128i *)p);
         return _mm512_cvtepu8_epi32(b);
@@ -119,6 +126,7 @@ DW_AI __m512i DW_NAME(dw_mac)(int xk, __m512i acc, __m512i x, __m512i w)
     if (XCONV_DW_X_FLOAT(xk))
         return _mm512_castps_si512(
             _mm512_fmadd_ps(_mm512_castsi512_ps(x), _mm512_castsi512_ps(w), _mm512_castsi512_ps(acc)));
+    if (!XCONV_DW_X_BYTES(xk)) return _mm512_add_epi32(acc, _mm512_mullo_epi32(x, w));
 #if DW_VNNI
     return _mm512_dpwssd_epi32(acc, x, w);
 #else
