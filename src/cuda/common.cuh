@@ -62,6 +62,8 @@ void xconv__cuda_tc_launch(const xconv_canon *p, const xconv_exec *e, cudaStream
  * false (nothing launched) where that kernel cannot take them all. */
 bool xconv__cuda_tc_launch_set(const xconv_canon *ps, int n, const xconv_exec *e,
                                cudaStream_t stream);
+/* The most problems xconv__cuda_tc_launch_set takes (the kernel's parameter holds them). */
+constexpr int XCONV_CUDA_TC_SET_MAX = 8;
 
 /* Tensor maps for the wgmma kernel's TMA loads (tma_maps.cu), false where the view or the
  * driver does not allow one: w as B tiles of 128 bytes of channels x bn output channels;
@@ -157,6 +159,17 @@ __device__ __forceinline__ void xconv_cuda_tile_to_y(const xconv_canon &p, unsig
     if (tid < BM) row_off[tid] = xconv_cuda_y_row_off(p, m0 + tid, M, g, o0);
     sync();
     xconv_cuda_tile_copy<BM, BN, NT>(p, smem, pitch, row_off, y, y_es, y_vec, tid, m0, M, o0);
+}
+
+/* Whether the tensor-core epilogues may write y's rows in whole 16-byte pieces: channels
+ * contiguous and every row start 16-byte aligned. */
+static inline bool xconv__cuda_y_vec(const xconv_canon *p, const xconv_exec *e)
+{
+    const int64_t yes = (int64_t)xconv_dtype_size(p->y_dtype);
+    bool vec = p->y_sc == 1 && (uintptr_t)e->y % 16 == 0;
+    const int64_t ys[] = {p->y_off, p->y_sn, p->y_ss[0], p->y_ss[1], p->y_ss[2], p->cout_g};
+    for (int64_t v : ys) vec = vec && (v * yes) % 16 == 0;
+    return vec;
 }
 
 /* e over a rewritten problem q and workspace copies (no workspace of its own). */

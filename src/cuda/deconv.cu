@@ -109,21 +109,21 @@ xconv_status deconv_run(const xconv_exec *e, xconv_error *err)
 
 void xconv__cuda_deconv_launch(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream)
 {
-    /* The phases with taps in one launch of the wgmma kernel where it takes them (at most 8:
-     * its launch parameter), else one launch per phase; a phase without taps gets the bias
-     * alone. */
-    xconv_canon set[8];
+    /* The phases with taps in one launch of the wgmma kernel where it takes them (at most
+     * XCONV_CUDA_TC_SET_MAX: its launch parameter), else one launch per phase; a phase
+     * without taps gets the bias alone. */
+    xconv_canon set[XCONV_CUDA_TC_SET_MAX];
     int n = 0;
     each_phase(p, [&](const xconv_canon &q) {
         if (q.n * xconv__prod3(q.y_size) == 0) return true;
         if (xconv__prod3(q.k_size) == 0) xconv__cuda_tc_launch(&q, e, stream);
-        else if (n++ < 8) set[n - 1] = q;
+        else if (n++ < XCONV_CUDA_TC_SET_MAX) set[n - 1] = q;
         return true;
     });
     /* tuning knob: XCONV_DECONV_SPLIT=1 launches the phases one by one */
     const char *split = getenv("XCONV_DECONV_SPLIT");
-    if (n == 0 ||
-        (n <= 8 && !(split && split[0] == '1') && xconv__cuda_tc_launch_set(set, n, e, stream)))
+    if (n == 0 || (n <= XCONV_CUDA_TC_SET_MAX && !(split && split[0] == '1') &&
+                   xconv__cuda_tc_launch_set(set, n, e, stream)))
         return;
     each_phase(p, [&](const xconv_canon &q) {
         if (q.n * xconv__prod3(q.y_size) != 0 && xconv__prod3(q.k_size) != 0)

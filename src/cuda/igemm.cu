@@ -428,10 +428,7 @@ void launch(const xconv_canon *p, const xconv_exec *e, cudaStream_t stream, bool
     const dim3 grid((unsigned)((M + BM - 1) / BM), (unsigned)((p->cout_g + BN - 1) / BN),
                     (unsigned)p->groups);
     const int yes = (int)xconv_dtype_size(p->y_dtype);
-    /* Whole 16-byte pieces of y rows: channels contiguous and every row start aligned. */
-    bool vec = p->y_sc == 1 && (uintptr_t)e->y % 16 == 0;
-    const int64_t ys[] = {p->y_off, p->y_sn, p->y_ss[0], p->y_ss[1], p->y_ss[2], p->cout_g};
-    for (int64_t v : ys) vec = vec && aligned16(v, yes);
+    const bool vec = xconv__cuda_y_vec(p, e);
     /* Two blocks per SM measured 1.2-1.8x faster than one (GPU.md); fp8's widened
      * fragments need more registers than two blocks leave (it spilled 120 bytes). */
     constexpr bool fp8 = K == kind::e4m3 || K == kind::e5m2;

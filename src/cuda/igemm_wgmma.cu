@@ -501,8 +501,6 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
 #endif
 }
 
-bool aligned16(int64_t elems, int es) { return (elems * es) % 16 == 0; }
-
 /* The tile configurations (MT, BN) and their blocks per SM. */
 struct tile_cfg {
     int mt, bn, per_sm;
@@ -535,16 +533,6 @@ int pick_cfg(const xconv_canon *p)
     return best;
 }
 
-/* Whole 16-byte pieces of y rows: channels contiguous and every row start aligned. */
-bool y_vec_ok(const xconv_canon *p, const xconv_exec *e)
-{
-    const int yes = (int)xconv_dtype_size(p->y_dtype);
-    bool vec = p->y_sc == 1 && (uintptr_t)e->y % 16 == 0;
-    const int64_t ys[] = {p->y_off, p->y_sn, p->y_ss[0], p->y_ss[1], p->y_ss[2], p->cout_g};
-    for (int64_t v : ys) vec = vec && aligned16(v, yes);
-    return vec;
-}
-
 /* The jobs of ps[0..n) for the TMA kernel with BM x BN tiles: false where a tensor map cannot
  * be made for one of them (or the knobs keep A on cp.async). */
 bool make_set(const xconv_canon *ps, int n, const xconv_exec *e, int bm, int bn, tma_set *set)
@@ -558,7 +546,7 @@ bool make_set(const xconv_canon *ps, int n, const xconv_exec *e, int bm, int bn,
         if (!xconv__cuda_map_w(&ps[i], e, bn, &J.b) ||
             !xconv__cuda_map_x_im2col(&ps[i], e, bm, &J.a, &J.a_rank, &J.flip, &J.p))
             return false;
-        J.y_vec = y_vec_ok(&ps[i], e);
+        J.y_vec = xconv__cuda_y_vec(&ps[i], e);
         J.tile0 = set->tiles;
         set->tiles += (ps[i].n * xconv__prod3(ps[i].y_size) + bm - 1) / bm *
                       ((ps[i].cout_g + bn - 1) / bn) * ps[i].groups;
@@ -650,7 +638,7 @@ bool launch_cfg(const xconv_canon *ps, int n, const xconv_exec *e, cudaStream_t 
     cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     kern<<<grid, THREADS, smem, stream>>>(*p, (const char *)e->x, (const char *)e->w,
                                           (const char *)e->bias, (char *)e->y, yes,
-                                          y_vec_ok(p, e), map);
+                                          xconv__cuda_y_vec(p, e), map);
     return true;
 }
 

@@ -95,10 +95,11 @@ __device__ __forceinline__ void tile_store(const acc_t (&acc)[BN / 2], const bia
 }
 
 /* What the epilogue of one tile needs from global memory or from divisions, fetched by a
- * thread before the tile's MMAs so that the latency runs under them: the y offset of tile
- * row tid (threads < BM) and the bias of tile column tid (threads < BN). Fetched in the
- * epilogue itself, bias load, barrier, row divisions, barrier ran one after the other
- * while the tensor cores idled. */
+ * thread before the tile's MMAs: the y offset of tile row tid (threads < BM) and the bias of
+ * tile column tid (threads < BN). Fetched in the epilogue itself they ran between its
+ * barriers; fetching them here measured no faster on the H200 (XCONV_WGMMA_EPI=late, sixth
+ * session: the epilogue's cost was its instruction count), but it costs nothing either and
+ * leaves wg_tile_fill one barrier. */
 template <class bias_t> struct epi_pre {
     int64_t row_off;
     bias_t bias;
@@ -260,7 +261,7 @@ struct tma_job {
     bool y_vec; /* whole 16-byte pieces of y rows */
 };
 /* The problems of a launch (cuda.deconv_tc's stride phases, or one): a kernel parameter. */
-constexpr int MAX_JOBS = 8;
+constexpr int MAX_JOBS = XCONV_CUDA_TC_SET_MAX;
 struct tma_set {
     tma_job job[MAX_JOBS];
     long long tiles; /* of all jobs */
