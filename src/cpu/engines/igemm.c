@@ -21,11 +21,11 @@
  * output channels by nr within a group. Work units (a block of tiles of one group and panel)
  * are split statically across threads, and a thread that runs out takes the last units of
  * another; each output element is summed by one unit in a fixed order.
+ * Packing (weights, the converted x, VNNI's corrections) lives in igemm_pack.c.
  * Assumes: a validated canonical problem on the CPU.
  */
-#include "cpu/ukernels/igemm.h"
+#include "cpu/engines/igemm.h"
 
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,39 +36,6 @@
 #define IG_GROUP_TILES   8                 /* tiles that share each reduction block */
 #define IG_PTR_BUDGET    16384             /* pointers per thread for a group of tiles */
 #define IG_MAX_THREADS   256               /* more threads run static ranges of units */
-
-typedef struct ig_geom {
-    const xconv_igemm_geom *g;
-    bool    copy;        /* x goes through the converted channels-last buffer */
-    bool    pad_copy;    /* ... which holds conv's padding as zeros (no bounds checks) */
-    bool    merge;       /* a run is a whole kernel row (K2 taps) */
-    bool    y_direct;    /* the kernel writes y in place */
-    int64_t len;         /* values per run */
-    int64_t runs;        /* runs per position for conv */
-    int64_t panels;      /* output-channel panels per group */
-    int64_t chunk_n;     /* images per chunk */
-    int64_t xp[3];       /* spatial dims of the converted buffer (padded for conv) */
-    int64_t max_runs;    /* pointer-array rows per tile */
-    int64_t group;       /* tiles processed together per reduction block */
-    int64_t kc;          /* reduction values per block (whole runs, or part of one) */
-    size_t  row_bytes;   /* one row of C, init or bias: nr compute-type values */
-    bool    vnni;        /* 8-bit x through the AVX512-VNNI byte kernels */
-    bool    x_unsigned;  /* vnni: x' is the unsigned operand (i8 x) */
-    int64_t cin_r;       /* reduction channels per tap as packed (vnni: a multiple of 4) */
-    size_t  b_row;       /* bytes of packed weights per reduction index */
-    size_t  a_es;        /* bytes of one A value (x as read by the kernel) */
-    /* the weights blob (workspace start, or the plan's prepacked memory): packed weights
-     * and VNNI's per-channel weight sums */
-    size_t  wp, psum, blob;
-    /* lazy: the whole blob would break the workspace budget, so each thread packs the
-     * panel it works on into its own slot (at panel_off) when it gets there */
-    bool    lazy;
-    size_t  panel_bytes, panel_off;
-    /* workspace offsets */
-    size_t  bp, zero, xbuf, slots, slot_bytes, total;
-} ig_geom;
-
-static size_t align64(size_t v) { return (v + 63) & ~(size_t)63; }
 
 /* Per-thread bookkeeping of a group of tiles, laid out at the start of its slot. */
 typedef struct ig_tile {
@@ -153,19 +120,19 @@ static ig_geom ig_geom_of(const xconv_canon *p)
         q.chunk_n = fit < 1 ? 1 : fit < p->n ? fit : p->n;
     }
     q.wp = 0;
-    q.psum = align64(q.b_row * (size_t)(p->groups * q.panels * xconv__prod3(p->k_size) * q.cin_r));
-    q.blob = q.psum + (q.vnni ? align64(sizeof(uint32_t) * (size_t)(q.panels * xconv__prod3(p->k_size) * q.g->nr)) : 0);
+    q.psum = xconv__align64(q.b_row * (size_t)(p->groups * q.panels * xconv__prod3(p->k_size) * q.cin_r));
+    q.blob = q.psum + (q.vnni ? xconv__align64(sizeof(uint32_t) * (size_t)(q.panels * xconv__prod3(p->k_size) * q.g->nr)) : 0);
     const size_t threads = (size_t)(p->threads > 0 ? p->threads : 1);
-    q.panel_bytes = align64(q.b_row * (size_t)(xconv__prod3(p->k_size) * q.cin_r));
+    q.panel_bytes = xconv__align64(q.b_row * (size_t)(xconv__prod3(p->k_size) * q.cin_r));
     for (int pass = 0; pass < 2; pass++) {
         q.bp = p->prepacked || q.lazy ? 0 : q.blob;
-        q.zero = q.bp + align64(q.row_bytes * (size_t)(p->groups * q.panels));
-        q.xbuf = q.zero + align64(q.a_es * (size_t)q.len);
-        q.slots = q.xbuf + (q.copy ? align64(img_bytes * (size_t)q.chunk_n) : 0);
+        q.zero = q.bp + xconv__align64(q.row_bytes * (size_t)(p->groups * q.panels));
+        q.xbuf = q.zero + xconv__align64(q.a_es * (size_t)q.len);
+        q.slots = q.xbuf + (q.copy ? xconv__align64(img_bytes * (size_t)q.chunk_n) : 0);
         /* per thread: the C tiles, then (VNNI transpose) an init row per tile and one spare,
          * then (lazy) one panel of packed weights */
-        q.slot_bytes = ptr_bytes(&q) + align64((size_t)(q.group * q.g->mr) * q.row_bytes) +
-                       (q.vnni && tr ? align64((size_t)(q.group + 1) * q.row_bytes) : 0);
+        q.slot_bytes = ptr_bytes(&q) + xconv__align64((size_t)(q.group * q.g->mr) * q.row_bytes) +
+                       (q.vnni && tr ? xconv__align64((size_t)(q.group + 1) * q.row_bytes) : 0);
         q.panel_off = q.slot_bytes;
         if (q.lazy) q.slot_bytes += q.panel_bytes;
         q.total = q.slots + q.slot_bytes * threads;
@@ -200,217 +167,6 @@ static double ig_cost(const xconv_canon *p)
     double per_run = 1.0 + 8.0 / (double)q.len;
     double moved = q.copy ? (double)p->n * (double)p->cin * (double)xconv__prod3(q.xp) : 0.0;
     return p->flops * rate * per_run / fill + 4.0 * moved + 1e4;
-}
-
-/* ---------------------------------------------------------------------------------------- */
-/* Packing                                                                                  */
-/* ---------------------------------------------------------------------------------------- */
-
-/* Writes `count` compute-type values (interleaved if complex) as one packed row of nr. */
-static void put_row(const ig_geom *q, const void *src, char *row, int64_t count, size_t cs)
-{
-    memset(row, 0, q->row_bytes);
-    if (q->g->ncomp == 1) {
-        memcpy(row, src, (size_t)count * cs);
-        return;
-    }
-    const size_t half = cs / 2;
-    for (int64_t j = 0; j < count; j++) {
-        memcpy(row + (size_t)j * half, (const char *)src + (size_t)j * cs, half);
-        memcpy(row + ((size_t)q->g->nr + (size_t)j) * half, (const char *)src + (size_t)j * cs + half, half);
-    }
-}
-
-typedef struct ig_task {
-    const xconv_exec *e;
-    const ig_geom    *q;
-    char             *blob;       /* packed weights: the workspace or the plan's prepack */
-    int64_t           item0;      /* the packing item stored at blob + wp (lazy: a panel's first) */
-    int64_t           n0, nb;     /* the chunk of images */
-    int64_t           tiles;      /* tiles per (group, panel) */
-    int64_t           tiles_per_phase;
-    int64_t           tiles_phases;   /* stride phases with outputs: min(s2, Y2) */
-    /* Work units: a block of about q->group consecutive tiles (the same blocks for any thread
-     * count) over one (group, panel); blocks outer when tile_major, else panels outer. */
-    int64_t           blocks, units;
-    bool              tile_major;
-    /* per thread: the units [lo, hi) it has yet to run, lo in the low 32 bits, hi in the high;
-     * NULL: static ranges of units */
-    _Atomic uint64_t *left;
-    int               nthreads;
-    /* where the A side reads x: the converted buffer or x itself, in elements of es bytes */
-    const char       *src;
-    int64_t           src_es, src_off, src_sn, src_ss[3];
-} ig_task;
-
-static void pack_weights_range(void *arg, int64_t begin, int64_t end, int slot)
-{
-    const ig_task *t = arg;
-    const xconv_canon *p = t->e->p;
-    const ig_geom *q = t->q;
-    const size_t cs = xconv__ctype_size(p->ct);
-    const int64_t xes = (int64_t)xconv_dtype_size(p->x_dtype), kk = xconv__prod3(p->k_size);
-    _Alignas(64) unsigned char tmp[64 * 16]; /* one row: nr <= 64 values of <= 16 bytes */
-    /* item = (g, panel, k): one block of cin_g rows */
-    for (int64_t item = begin; item < end; item++) {
-        const int64_t k = item % kk, gp = item / kk, panel = gp % q->panels, g = gp / q->panels;
-        const int64_t k0 = k / (p->k_size[1] * p->k_size[2]), k1 = k / p->k_size[2] % p->k_size[1],
-                      k2 = k % p->k_size[2];
-        const int64_t o0 = panel * q->g->nr;
-        const int64_t cnt = p->cout_g - o0 < q->g->nr ? p->cout_g - o0 : q->g->nr;
-        char *dst = t->blob + q->wp + q->row_bytes * (size_t)((item - t->item0) * p->cin_g);
-        const int64_t wbase = p->w_off + g * p->w_sg + o0 * p->w_so + k0 * p->w_sk[0] +
-                              k1 * p->w_sk[1] + k2 * p->w_sk[2];
-        if (q->g->ncomp == 1 && llabs(p->w_si) < llabs(p->w_so)) {
-            /* Input channels are the nearer dim in memory (channels-last weights, or [Cout,
-             * Cin, K]): read along them and scatter into the rows, not a far gather per row. */
-            _Alignas(64) unsigned char tile[64 * 64 * 8]; /* [j][c], real compute types */
-            if (cnt < q->g->nr) memset(dst, 0, q->row_bytes * (size_t)p->cin_g); /* panel edge */
-            for (int64_t c0 = 0; c0 < p->cin_g; c0 += 64) {
-                const int64_t cn = p->cin_g - c0 < 64 ? p->cin_g - c0 : 64;
-                for (int64_t j = 0; j < cnt; j++)
-                    xconv__load_row(p->ct, p->x_dtype,
-                                    (const char *)t->e->w + (wbase + j * p->w_so + c0 * p->w_si) * xes,
-                                    p->w_si, tile + cs * (size_t)(j * 64), cn);
-                /* a 64 x 64 transpose through L1: each packed row is written whole */
-                for (int64_t c = 0; c < cn; c++) {
-                    char *row = dst + q->row_bytes * (size_t)(c0 + c);
-                    if (cs == 4)
-                        for (int64_t j = 0; j < cnt; j++) memcpy(row + 4 * j, tile + 4 * (j * 64 + c), 4);
-                    else
-                        for (int64_t j = 0; j < cnt; j++) memcpy(row + 8 * j, tile + 8 * (j * 64 + c), 8);
-                }
-            }
-            continue;
-        }
-        for (int64_t ci = 0; ci < p->cin_g; ci++, dst += q->row_bytes) {
-            const int64_t el = wbase + ci * p->w_si;
-            xconv__load_row(p->ct, p->x_dtype, (const char *)t->e->w + el * xes, p->w_so, tmp, cnt);
-            put_row(q, tmp, dst, cnt, cs);
-        }
-    }
-    (void)slot;
-}
-
-/* Converts images [n0, n0 + nb) into the padded channels-last buffer [image, xp0, xp1, xp2,
- * channels]; item = (image, q0, q1). Values are the compute type, or for VNNI the bytes
- * x' = x ^ 0x80 with cin_r channels; padding (and VNNI's channels past Cin) hold x = 0. */
-static void convert_x_range(void *arg, int64_t begin, int64_t end, int slot)
-{
-    const ig_task *t = arg;
-    const xconv_canon *p = t->e->p;
-    const ig_geom *q = t->q;
-    const int64_t xes = (int64_t)xconv_dtype_size(p->x_dtype);
-    const int64_t ch = q->vnni ? q->cin_r : p->cin;
-    const int zero_byte = q->vnni ? 0x80 : 0;
-    const bool pc = q->pad_copy;
-    const int64_t lo0 = pc ? p->pad_lo[0] : 0, lo1 = pc ? p->pad_lo[1] : 0, lo2 = pc ? p->pad_lo[2] : 0;
-    const size_t row_bytes = (size_t)(q->xp[2] * ch) * q->a_es;
-    uint32_t tmp[64];
-    for (int64_t item = begin; item < end; item++) {
-        const int64_t b1 = item % q->xp[1], b0 = item / q->xp[1] % q->xp[0], nl = item / (q->xp[0] * q->xp[1]);
-        char *row = (char *)t->e->workspace + q->xbuf + row_bytes * (size_t)item;
-        memset(row, zero_byte, row_bytes);
-        const int64_t a0 = b0 - lo0, a1 = b1 - lo1;
-        if (a0 < 0 || a0 >= p->x_size[0] || a1 < 0 || a1 >= p->x_size[1]) continue;
-        const int64_t base = p->x_off + (t->n0 + nl) * p->x_sn + a0 * p->x_ss[0] + a1 * p->x_ss[1];
-        if (!q->vnni && p->x_sc == 1 && p->x_ss[2] == p->cin) {
-            /* a dense row of x (pixels of cin channels back to back): one conversion, not
-             * one per pixel, which costs more than the copy when cin is small */
-            xconv__load_row(p->ct, p->x_dtype, (const char *)t->e->x + base * xes, 1,
-                            row + (size_t)(lo2 * ch) * q->a_es, p->x_size[2] * p->cin);
-            continue;
-        }
-        for (int64_t a2 = 0; a2 < p->x_size[2]; a2++) {
-            const char *src = (const char *)t->e->x + (base + a2 * p->x_ss[2]) * xes;
-            char *px = row + (size_t)((lo2 + a2) * ch) * q->a_es;
-            if (!q->vnni) {
-                xconv__load_row(p->ct, p->x_dtype, src, p->x_sc, px, p->cin);
-                continue;
-            }
-            if (p->x_sc == 1) { /* dense bytes: the shift alone, vectorized */
-                const unsigned char *sb = (const unsigned char *)src;
-                unsigned char *db = (unsigned char *)px;
-                const int64_t cin = p->cin;
-                if (ch == cin && p->x_ss[2] == cin) { /* the whole row at once */
-                    const int64_t nb = cin * (p->x_size[2] - a2);
-                    for (int64_t c = 0; c < nb; c++) db[c] = (unsigned char)(sb[c] ^ 0x80u);
-                    break;
-                }
-                for (int64_t c = 0; c < cin; c++) db[c] = (unsigned char)(sb[c] ^ 0x80u);
-                continue;
-            }
-            for (int64_t c0 = 0; c0 < p->cin; c0 += 64) {
-                const int64_t cnt = p->cin - c0 < 64 ? p->cin - c0 : 64;
-                xconv__load_row(XCONV_CT_U32, p->x_dtype, src + c0 * p->x_sc * xes, p->x_sc, tmp, cnt);
-                for (int64_t c = 0; c < cnt; c++) px[c0 + c] = (char)(unsigned char)(tmp[c] ^ 0x80u);
-            }
-        }
-    }
-    (void)slot;
-}
-
-/*
- * VNNI packing. Weights become bytes grouped by four reduction indices, [panel, K, cin_r/4,
- * nr, 4] (zeros past Cin and past the panel's channels), and each item also sums its block
- * of w per output channel (psum [panel, K, nr], wrapping u32) for the x' shift correction.
- */
-static void pack_weights_vnni_range(void *arg, int64_t begin, int64_t end, int slot)
-{
-    const ig_task *t = arg;
-    const xconv_canon *p = t->e->p;
-    const ig_geom *q = t->q;
-    const int64_t xes = (int64_t)xconv_dtype_size(p->x_dtype), kk = xconv__prod3(p->k_size);
-    const int nr = q->g->nr;
-    uint32_t tmp[64];
-    for (int64_t item = begin; item < end; item++) {
-        const int64_t k = item % kk, panel = item / kk;
-        const int64_t k0 = k / (p->k_size[1] * p->k_size[2]), k1 = k / p->k_size[2] % p->k_size[1],
-                      k2 = k % p->k_size[2];
-        const int64_t o0 = panel * nr;
-        const int64_t cnt = p->cout_g - o0 < nr ? p->cout_g - o0 : nr;
-        unsigned char *dst = (unsigned char *)t->blob + q->wp + q->b_row * (size_t)(item * q->cin_r);
-        uint32_t *sum = (uint32_t *)(t->blob + q->psum) + item * nr;
-        memset(dst, 0, q->b_row * (size_t)q->cin_r);
-        memset(sum, 0, sizeof(uint32_t) * (size_t)nr);
-        for (int64_t ci = 0; ci < p->cin_g; ci++) {
-            const int64_t el = p->w_off + o0 * p->w_so + ci * p->w_si + k0 * p->w_sk[0] +
-                               k1 * p->w_sk[1] + k2 * p->w_sk[2];
-            xconv__load_row(XCONV_CT_U32, p->x_dtype, (const char *)t->e->w + el * xes, p->w_so, tmp, cnt);
-            unsigned char *grp = dst + (size_t)(ci / 4) * (size_t)nr * 4 + (size_t)(ci % 4);
-            for (int64_t j = 0; j < cnt; j++) {
-                grp[j * 4] = (unsigned char)tmp[j];
-                sum[j] += tmp[j];
-            }
-        }
-    }
-    (void)slot;
-}
-
-/* init = bias + the shift correction: -128 * sum(w) when x' = x + 128 is the unsigned
- * operand (i8), +128 * sum(w) when x' = x - 128 is the signed one (u8); all mod 2^32.
- * conv sums every tap; conv_transpose's correction is added per tile (tap_init). */
-static void vnni_init(const xconv_exec *e, const ig_geom *q, const char *blob)
-{
-    const xconv_canon *p = e->p;
-    const int nr = q->g->nr;
-    const int64_t kk = xconv__prod3(p->k_size);
-    uint32_t *init = (uint32_t *)((char *)e->workspace + q->bp);  /* panels rows of nr */
-    const uint32_t *psum = (const uint32_t *)(blob + q->psum);
-    const uint32_t scale = q->x_unsigned ? (uint32_t)0 - 128u : 128u;
-    memset(init, 0, sizeof(uint32_t) * (size_t)(q->panels * nr));
-    for (int64_t panel = 0; panel < q->panels; panel++) {
-        const int64_t o0 = panel * nr;
-        const int64_t cnt = p->cout_g - o0 < nr ? p->cout_g - o0 : nr;
-        uint32_t *row = init + panel * nr;
-        if (p->has_bias)
-            xconv__load_row(XCONV_CT_U32, p->bias_dtype,
-                            (const char *)e->bias + (p->b_off + o0 * p->b_s) * (int64_t)xconv_dtype_size(p->bias_dtype),
-                            p->b_s, row, cnt);
-        if (p->op == XCONV_OP_CONV) /* every tap of every position (padding reads x = 0) */
-            for (int64_t k = 0; k < kk; k++)
-                for (int64_t j = 0; j < cnt; j++) row[j] += scale * psum[(panel * kk + k) * nr + j];
-    }
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -471,7 +227,7 @@ struct ig_run_entry {
 static size_t ptr_bytes(const ig_geom *q)
 {
     const size_t mr = (size_t)q->g->mr, runs = (size_t)q->max_runs, gt = (size_t)q->group;
-    return align64(sizeof(void *) * (gt * runs * (mr + 1) + runs * (mr + 1) + gt * mr) +
+    return xconv__align64(sizeof(void *) * (gt * runs * (mr + 1) + runs * (mr + 1) + gt * mr) +
                    sizeof(ig_tile) * gt + sizeof(ig_run_entry) * runs);
 }
 
@@ -737,7 +493,7 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
     ig_tile *tiles = (ig_tile *)(c + gt * mr);
     ig_run_entry *runs = (ig_run_entry *)(tiles + gt); /* [mx], conv */
     char *ctile = scratch + ptr_bytes(q);             /* [gt][mr] rows */
-    uint32_t *tinit = (uint32_t *)(ctile + align64((size_t)(gt * mr) * q->row_bytes)); /* [gt + 1] */
+    uint32_t *tinit = (uint32_t *)(ctile + xconv__align64((size_t)(gt * mr) * q->row_bytes)); /* [gt + 1] */
     const bool tr = p->op == XCONV_OP_CONV_TRANSPOSE;
     int64_t pos[8][4];
     int64_t packed_gp = -1;
@@ -766,7 +522,7 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
                 ig_task lt = *t;
                 lt.blob = own;
                 lt.item0 = gp * kk;
-                pack_weights_range(&lt, gp * kk, (gp + 1) * kk, slot);
+                xconv__igemm_pack_weights_range(&lt, gp * kk, (gp + 1) * kk, slot);
                 packed_gp = gp;
             }
             wpanel = own;
@@ -852,13 +608,6 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
     }
 }
 
-/* Every panel of the weights into t->blob, split over the context's threads. */
-static void pack_all_weights(xconv_context *ctx, ig_task *t)
-{
-    const xconv_canon *p = t->e->p;
-    xconv__parallel_for_slot(ctx, p->groups * t->q->panels * xconv__prod3(p->k_size),
-                             t->q->vnni ? pack_weights_vnni_range : pack_weights_range, t);
-}
 
 static xconv_status ig_run(const xconv_exec *e, xconv_error *err)
 {
@@ -868,9 +617,9 @@ static xconv_status ig_run(const xconv_exec *e, xconv_error *err)
     char *ws = e->workspace;
     ig_task t = {.e = e, .q = &q, .blob = p->prepacked ? (char *)e->packed : ws};
 
-    if (!p->prepacked && !q.lazy) pack_all_weights(e->ctx, &t);
+    if (!p->prepacked && !q.lazy) xconv__igemm_pack_all_weights(e->ctx, &t);
     if (q.vnni) {
-        vnni_init(e, &q, t.blob);
+        xconv__igemm_vnni_init(e, &q, t.blob);
     } else if (p->has_bias) {
         _Alignas(64) unsigned char tmp[64 * 16];
         for (int64_t g = 0; g < p->groups; g++)
@@ -880,7 +629,7 @@ static xconv_status ig_run(const xconv_exec *e, xconv_error *err)
                 xconv__load_row(p->ct, p->bias_dtype,
                                 (const char *)e->bias + (p->b_off + o0 * p->b_s) * (int64_t)xconv_dtype_size(p->bias_dtype),
                                 p->b_s, tmp, cnt);
-                put_row(&q, tmp, ws + q.bp + q.row_bytes * (size_t)(g * q.panels + panel), cnt, cs);
+                xconv__igemm_put_row(&q, tmp, ws + q.bp + q.row_bytes * (size_t)(g * q.panels + panel), cnt, cs);
             }
     }
     memset(ws + q.zero, q.vnni ? 0x80 : 0, q.a_es * (size_t)q.len); /* vnni: x' of x = 0 */
@@ -889,7 +638,7 @@ static xconv_status ig_run(const xconv_exec *e, xconv_error *err)
         t.n0 = n0;
         t.nb = p->n - n0 < q.chunk_n ? p->n - n0 : q.chunk_n;
         if (q.copy)
-            xconv__parallel_for_slot(e->ctx, t.nb * q.xp[0] * q.xp[1], convert_x_range, &t);
+            xconv__parallel_for_slot(e->ctx, t.nb * q.xp[0] * q.xp[1], xconv__igemm_convert_x_range, &t);
         set_source(&t);
         if (p->op == XCONV_OP_CONV) {
             t.tiles = (t.nb * xconv__prod3(p->y_size) + q.g->mr - 1) / q.g->mr;
@@ -934,7 +683,7 @@ static void ig_prepack(const xconv_canon *p, xconv_context *ctx, const void *w, 
     const ig_geom q = ig_geom_of(p);
     const xconv_exec e = {.p = p, .ctx = ctx, .w = w};
     ig_task t = {.e = &e, .q = &q, .blob = packed};
-    pack_all_weights(ctx, &t);
+    xconv__igemm_pack_all_weights(ctx, &t);
 }
 
 const xconv_engine xconv__engine_cpu_igemm = {

@@ -1,0 +1,86 @@
+/*
+ * igemm.h — what cpu.igemm's engine (igemm.c) shares with its packing (igemm_pack.c): the
+ * geometry of a problem (kernel, blocking, workspace layout) and the task that one execute
+ * hands to its threads.
+ */
+#ifndef XCONV_CPU_ENGINES_IGEMM_H
+#define XCONV_CPU_ENGINES_IGEMM_H
+
+#include "cpu/ukernels/igemm.h"
+
+#include <stdatomic.h>
+
+typedef struct ig_geom {
+    const xconv_igemm_geom *g;
+    bool    copy;        /* x goes through the converted channels-last buffer */
+    bool    pad_copy;    /* ... which holds conv's padding as zeros (no bounds checks) */
+    bool    merge;       /* a run is a whole kernel row (K2 taps) */
+    bool    y_direct;    /* the kernel writes y in place */
+    int64_t len;         /* values per run */
+    int64_t runs;        /* runs per position for conv */
+    int64_t panels;      /* output-channel panels per group */
+    int64_t chunk_n;     /* images per chunk */
+    int64_t xp[3];       /* spatial dims of the converted buffer (padded for conv) */
+    int64_t max_runs;    /* pointer-array rows per tile */
+    int64_t group;       /* tiles processed together per reduction block */
+    int64_t kc;          /* reduction values per block (whole runs, or part of one) */
+    size_t  row_bytes;   /* one row of C, init or bias: nr compute-type values */
+    bool    vnni;        /* 8-bit x through the AVX512-VNNI byte kernels */
+    bool    x_unsigned;  /* vnni: x' is the unsigned operand (i8 x) */
+    int64_t cin_r;       /* reduction channels per tap as packed (vnni: a multiple of 4) */
+    size_t  b_row;       /* bytes of packed weights per reduction index */
+    size_t  a_es;        /* bytes of one A value (x as read by the kernel) */
+    /* the weights blob (workspace start, or the plan's prepacked memory): packed weights
+     * and VNNI's per-channel weight sums */
+    size_t  wp, psum, blob;
+    /* lazy: the whole blob would break the workspace budget, so each thread packs the
+     * panel it works on into its own slot (at panel_off) when it gets there */
+    bool    lazy;
+    size_t  panel_bytes, panel_off;
+    /* workspace offsets */
+    size_t  bp, zero, xbuf, slots, slot_bytes, total;
+} ig_geom;
+
+static inline size_t xconv__align64(size_t v) { return (v + 63) & ~(size_t)63; }
+
+typedef struct ig_task {
+    const xconv_exec *e;
+    const ig_geom    *q;
+    char             *blob;       /* packed weights: the workspace or the plan's prepack */
+    int64_t           item0;      /* the packing item stored at blob + wp (lazy: a panel's first) */
+    int64_t           n0, nb;     /* the chunk of images */
+    int64_t           tiles;      /* tiles per (group, panel) */
+    int64_t           tiles_per_phase;
+    int64_t           tiles_phases;   /* stride phases with outputs: min(s2, Y2) */
+    /* Work units: a block of about q->group consecutive tiles (the same blocks for any thread
+     * count) over one (group, panel); blocks outer when tile_major, else panels outer. */
+    int64_t           blocks, units;
+    bool              tile_major;
+    /* per thread: the units [lo, hi) it has yet to run, lo in the low 32 bits, hi in the high;
+     * NULL: static ranges of units */
+    _Atomic uint64_t *left;
+    int               nthreads;
+    /* where the A side reads x: the converted buffer or x itself, in elements of es bytes */
+    const char       *src;
+    int64_t           src_es, src_off, src_sn, src_ss[3];
+} ig_task;
+
+/* Writes `count` compute-type values (interleaved if complex) as one packed row of nr. */
+void xconv__igemm_put_row(const ig_geom *q, const void *src, char *row, int64_t count, size_t cs);
+
+/* Packs the weights' items [begin, end) (item = (g, panel, k): one block of cin_g rows of nr
+ * compute-type values) at t->blob + wp, item t->item0 first: xconv__parallel_for_slot's
+ * signature, arg an ig_task. */
+void xconv__igemm_pack_weights_range(void *arg, int64_t begin, int64_t end, int slot);
+
+/* Converts rows [begin, end) of the chunk of images t->n0.. into the converted channels-last
+ * buffer (item = (image, q0, q1)). */
+void xconv__igemm_convert_x_range(void *arg, int64_t begin, int64_t end, int slot);
+
+/* Every panel of the weights into t->blob, split over the context's threads. */
+void xconv__igemm_pack_all_weights(xconv_context *ctx, ig_task *t);
+
+/* VNNI: each panel's init row (bias and the x' shift's correction) in the workspace at bp. */
+void xconv__igemm_vnni_init(const xconv_exec *e, const ig_geom *q, const char *blob);
+
+#endif
