@@ -4,7 +4,8 @@
  * n in {1, nr-1, nr} (and the rest for small nr), run length len in {1, 2, 7, 33}, ntaps in
  * {0, 1, 3}, with and without init. Integers are compared bit for bit (wrapping), floats
  * within a few ulps of the sum of |products|; columns past n and rows past m must stay
- * untouched (canaries).
+ * untouched (canaries). The VNNI byte kernels also through kernel_y, which stores the sums'
+ * low 1, 2 or 4 bytes into y rows and leaves c (its accumulate input) as it was.
  */
 #include "cpu/ukernels/igemm.h"
 #include "harness.h"
@@ -182,9 +183,10 @@ static void run_case(const xconv_igemm_geom *g, int m, int n, int64_t len, int64
 
 /* The VNNI byte kernels: A bytes through pointers, B in groups of four reduction indices
  * (channel j's four bytes at j*4), int32 results that wrap; one variant reads A as unsigned
- * and B as signed bytes, the other the reverse. Oracle: the same sums in int64, wrapped. */
+ * and B as signed bytes, the other the reverse. Oracle: the same sums in int64, wrapped.
+ * y_bytes 0: kernel, into c; 1, 2, 4: kernel_y, the sums' low bytes into rows of y. */
 static void run_vnni_case(const xconv_igemm_geom *g, bool a_unsigned, int m, int n, int64_t len,
-                          int64_t ntaps, bool with_init, bool accumulate)
+                          int64_t ntaps, bool with_init, bool accumulate, int y_bytes)
 {
     const int mr = g->mr, nr = g->nr;
     const int64_t taps = ntaps > 0 ? ntaps : 1;
@@ -202,12 +204,22 @@ static void run_vnni_case(const xconv_igemm_geom *g, bool a_unsigned, int m, int
         for (int j = 0; j < 68; j++) cbuf[i][j] = accumulate && i < m && j < n ? (int32_t)rnd() : 0x5a5a5a5a;
     int32_t before[8][68];
     memcpy(before, cbuf, sizeof before);
-    void *c[8] = {0};
-    for (int i = 0; i < mr; i++) c[i] = i < m ? cbuf[i] : NULL;
-    g->kernel(ntaps, len, a, b, with_init ? init : NULL, c, m, n, accumulate);
+    /* y: rows of 68 values of y_bytes, canary bytes; rows past m are NULL */
+    unsigned char ybuf[8][68 * 4];
+    memset(ybuf, 0xA5, sizeof ybuf);
+    void *c[8] = {0}, *y[8] = {0};
+    for (int i = 0; i < mr; i++) c[i] = i < m ? cbuf[i] : NULL, y[i] = i < m ? ybuf[i] : NULL;
+    if (y_bytes)
+        g->kernel_y(ntaps, len, a, b, with_init ? init : NULL, c, m, n, accumulate, y, y_bytes);
+    else
+        g->kernel(ntaps, len, a, b, with_init ? init : NULL, c, m, n, accumulate);
     int bad = 0;
     for (int i = 0; i < mr; i++)
         for (int j = 0; j < 68; j++) {
+            if (y_bytes) /* c is input only */
+                bad |= cbuf[i][j] != before[i][j];
+            for (int q = 0; y_bytes && (i >= m || j >= n) && q < y_bytes; q++)
+                bad |= ybuf[i][j * y_bytes + q] != 0xA5;
             if (i >= m || j >= n) {
                 bad |= cbuf[i][j] != before[i][j];
                 continue;
@@ -220,10 +232,16 @@ static void run_vnni_case(const xconv_igemm_geom *g, bool a_unsigned, int m, int
                     const int64_t prod = a_unsigned ? (int64_t)av * (int8_t)bv : (int64_t)(int8_t)av * bv;
                     sum += (uint32_t)prod;
                 }
-            bad |= (uint32_t)cbuf[i][j] != sum;
+            if (!y_bytes) {
+                bad |= (uint32_t)cbuf[i][j] != sum;
+                continue;
+            }
+            for (int q = 0; q < y_bytes; q++) /* little-endian low bytes of the sum */
+                bad |= ybuf[i][j * y_bytes + q] != (unsigned char)(sum >> (8 * q));
         }
-    XT_CHECK(!bad, "vnni %s: m %d n %d len %lld ntaps %lld init %d acc %d", a_unsigned ? "i8" : "u8",
-             m, n, (long long)len, (long long)ntaps, with_init, accumulate);
+    XT_CHECK(!bad, "vnni %s: m %d n %d len %lld ntaps %lld init %d acc %d y_bytes %d",
+             a_unsigned ? "i8" : "u8", m, n, (long long)len, (long long)ntaps, with_init,
+             accumulate, y_bytes);
     free(abuf), free(bbuf), free(a), free(b);
 }
 
@@ -232,15 +250,21 @@ int main(void)
     for (int v = 0; v < 2; v++) {
         const xconv_igemm_geom *g = xconv__igemm_geom_vnni(v == 0);
         if (!g) continue;
-        const int ns[] = {1, 17, 63, 64};
+        XT_CHECK(g->kernel_y != NULL, "the VNNI variant has a kernel_y");
+        if (!g->kernel_y) continue;
+        /* n around every 16-lane vector of the 64-wide panel */
+        const int ns[] = {1, 15, 16, 17, 31, 33, 48, 63, 64};
         const int64_t lens[] = {4, 8, 36}, tapss[] = {0, 1, 3};
+        const int ybs[] = {0, 1, 2, 4};
         for (int m = 1; m <= g->mr; m++)
-            for (int a = 0; a < 4; a++)
+            for (int a = 0; a < 9; a++)
                 for (int l = 0; l < 3; l++)
                     for (int t = 0; t < 3; t++)
                         for (int init = 0; init < 2; init++)
                             for (int acc = 0; acc < 2; acc++)
-                                run_vnni_case(g, v == 0, m, ns[a], lens[l], tapss[t], init, acc);
+                                for (int yb = 0; yb < 4; yb++)
+                                    run_vnni_case(g, v == 0, m, ns[a], lens[l], tapss[t], init,
+                                                  acc, ybs[yb]);
     }
 
     const char *isas[] = {"generic", "avx2", "avx512"};

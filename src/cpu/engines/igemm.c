@@ -102,6 +102,10 @@ static ig_geom ig_geom_of(const xconv_canon *p)
     q.max_runs = xconv__prod3(p->k_size);
     q.y_direct = xconv__same_bits(p->ct, p->y_dtype) && p->y_sc == 1;
     if (!q.g) return q;
+    q.y_bytes = (int)xconv_dtype_size(p->y_dtype);
+    q.y_fused = q.vnni && !q.y_direct && p->y_sc == 1 && q.g->kernel_y &&
+                xconv__dtype_family(p->y_dtype) == XCONV_FAMILY_INT &&
+                (q.y_bytes == 1 || q.y_bytes == 2 || q.y_bytes == 4);
     q.panels = (p->cout_g + q.g->nr - 1) / q.g->nr;
     q.row_bytes = (size_t)q.g->nr * cs;
     q.b_row = q.vnni ? (size_t)q.g->nr : q.row_bytes;
@@ -227,7 +231,7 @@ struct ig_run_entry {
 static size_t ptr_bytes(const ig_geom *q)
 {
     const size_t mr = (size_t)q->g->mr, runs = (size_t)q->max_runs, gt = (size_t)q->group;
-    return xconv__align64(sizeof(void *) * (gt * runs * (mr + 1) + runs * (mr + 1) + gt * mr) +
+    return xconv__align64(sizeof(void *) * (gt * runs * (mr + 1) + runs * (mr + 1) + 2 * gt * mr) +
                    sizeof(ig_tile) * gt + sizeof(ig_run_entry) * runs);
 }
 
@@ -412,11 +416,23 @@ static void tap_init(const ig_task *t, const char *wpanel, const void *base, int
     }
 }
 
+/* One kernel call over c's rows; the last call of a tile's reduction stores a fused y into
+ * the rows yr instead (the sums never make a round trip through an int32 tile). */
+static inline void ig_call(const ig_geom *q, int64_t ntaps, int64_t len, const void *const *a,
+                           const void *const *b, const void *init, void *const *c,
+                           void *const *yr, int m, int n, int accumulate, bool last)
+{
+    if (last && q->y_fused)
+        q->g->kernel_y(ntaps, len, a, b, init, c, m, n, accumulate, yr, q->y_bytes);
+    else
+        q->g->kernel(ntaps, len, a, b, init, c, m, n, accumulate);
+}
+
 /* The positions of a mixed transpose tile, grouped by the taps they hit: each group sums its
  * own taps in one call (no blocking). */
 static void run_mixed(const ig_task *t, const ig_tile *tl, const void **a, const void **b,
-                      const void **a1, const void **b1, const void *init, void **c, int cnt,
-                      const char *wpanel, int64_t panel, uint32_t *own_init)
+                      const void **a1, const void **b1, const void *init, void **c, void **yr,
+                      int cnt, const char *wpanel, int64_t panel, uint32_t *own_init)
 {
     const ig_geom *q = t->q;
     const int mr = q->g->mr;
@@ -441,10 +457,10 @@ static void run_mixed(const ig_task *t, const ig_tile *tl, const void **a, const
             for (int k = 0; k < mr; k++) a1[own * mr + k] = k < nrows ? a[r * mr + rows[k]] : zero;
             b1[own++] = b[r];
         }
-        void *c1[8];
-        for (int k = 0; k < nrows; k++) c1[k] = c[rows[k]];
+        void *c1[8], *y1[8];
+        for (int k = 0; k < nrows; k++) c1[k] = c[rows[k]], y1[k] = yr[rows[k]];
         if (q->vnni) tap_init(t, wpanel, init, panel, b1, own, 1, own_init);
-        q->g->kernel(own, q->len, a1, b1, q->vnni ? own_init : init, c1, nrows, cnt, 0);
+        ig_call(q, own, q->len, a1, b1, q->vnni ? own_init : init, c1, y1, nrows, cnt, 0, true);
     }
 }
 
@@ -490,7 +506,8 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
     const void **a1 = b + gt * mx;                    /* [mx * mr] */
     const void **b1 = a1 + mx * mr;                   /* [mx] */
     void **c = (void **)(b1 + mx);                    /* [gt][mr] */
-    ig_tile *tiles = (ig_tile *)(c + gt * mr);
+    void **yr = c + gt * mr;                          /* [gt][mr]: y rows for y_fused */
+    ig_tile *tiles = (ig_tile *)(yr + gt * mr);
     ig_run_entry *runs = (ig_run_entry *)(tiles + gt); /* [mx], conv */
     char *ctile = scratch + ptr_bytes(q);             /* [gt][mr] rows */
     uint32_t *tinit = (uint32_t *)(ctile + xconv__align64((size_t)(gt * mr) * q->row_bytes)); /* [gt + 1] */
@@ -542,7 +559,7 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
         for (int64_t ti = 0; ti < count; ti++) {
             ig_tile *tl = &tiles[ti];
             const void **at = a + ti * mx * mr, **bt = b + ti * bstep;
-            void **ct = c + ti * mr;
+            void **ct = c + ti * mr, **yt = yr + ti * mr;
             tl->mixed = false;
             if (tr) {
                 tl->runs =
@@ -555,14 +572,21 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
             }
             tl->done = tl->m == 0;
             /* live positions come first in a tile, so rows i < m are exactly the live ones */
-            for (int i = 0; i < mr; i++)
+            for (int i = 0; i < mr; i++) {
+                char *yi =
+                    i < tl->m ? (char *)e->y + (tl->yel[i] + co * p->y_sc) * (int64_t)yes : NULL;
                 ct[i] = i >= tl->m ? NULL
-                        : q->y_direct ? (char *)e->y + (tl->yel[i] + co * p->y_sc) * (int64_t)yes
+                        : q->y_direct ? yi
                                       : ctile + (size_t)(ti * mr + i) * q->row_bytes;
+                yt[i] = yi;
+            }
             if (tl->done) continue;
             if (tl->mixed || tl->runs == 0) {
-                if (tl->mixed) run_mixed(t, tl, at, bt, a1, b1, init, ct, cnt, wpanel, panel, tinit + gt * q->g->nr);
-                else q->g->kernel(0, q->len, at, bt, init, ct, tl->m, cnt, 0);
+                if (tl->mixed)
+                    run_mixed(t, tl, at, bt, a1, b1, init, ct, yt, cnt, wpanel, panel,
+                              tinit + gt * q->g->nr);
+                else
+                    ig_call(q, 0, q->len, at, bt, init, ct, yt, tl->m, cnt, 0, true);
                 tl->done = true;
             } else if (q->vnni && tr) {
                 tap_init(t, wpanel, init, panel, bt, tl->runs, 1, tinit + ti * q->g->nr);
@@ -577,9 +601,9 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
                     const ig_tile *tl = &tiles[ti];
                     if (tl->done || r0 >= tl->runs) continue;
                     const int64_t nt = tl->runs - r0 < rb ? tl->runs - r0 : rb;
-                    q->g->kernel(nt, q->len, a + ti * mx * mr + r0 * mr, b + ti * bstep + r0,
-                                 q->vnni && tr ? (const void *)(tinit + ti * q->g->nr) : init,
-                                 c + ti * mr, tl->m, cnt, r0 > 0);
+                    ig_call(q, nt, q->len, a + ti * mx * mr + r0 * mr, b + ti * bstep + r0,
+                            q->vnni && tr ? (const void *)(tinit + ti * q->g->nr) : init,
+                            c + ti * mr, yr + ti * mr, tl->m, cnt, r0 > 0, r0 + nt == tl->runs);
                 }
         } else {
             for (int64_t r = 0; r < longest; r++)
@@ -591,13 +615,15 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
                         const void **at = a + ti * mx * mr + r * mr;
                         for (int i = 0; i < mr; i++) a1[i] = (const char *)at[i] + (size_t)c0 * q->a_es;
                         b1[0] = (const char *)b[ti * bstep + r] + (size_t)c0 * q->b_row;
-                        q->g->kernel(1, kl, a1, b1, q->vnni && tr ? (const void *)(tinit + ti * q->g->nr) : init,
-                                     c + ti * mr, tl->m, cnt, r > 0 || c0 > 0);
+                        ig_call(q, 1, kl, a1, b1,
+                                q->vnni && tr ? (const void *)(tinit + ti * q->g->nr) : init,
+                                c + ti * mr, yr + ti * mr, tl->m, cnt, r > 0 || c0 > 0,
+                                r == tl->runs - 1 && c0 + kl == q->len);
                     }
                 }
         }
 
-        if (!q->y_direct)
+        if (!q->y_direct && !q->y_fused)
             for (int64_t ti = 0; ti < count; ti++) {
                 void *rows[8];
                 for (int i = 0; i < tiles[ti].m; i++)

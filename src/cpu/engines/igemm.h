@@ -16,6 +16,9 @@ typedef struct ig_geom {
     bool    pad_copy;    /* ... which holds conv's padding as zeros (no bounds checks) */
     bool    merge;       /* a run is a whole kernel row (K2 taps) */
     bool    y_direct;    /* the kernel writes y in place */
+    bool    y_fused;     /* dense integer y narrower than the sums: the last call of each
+                          * tile's reduction stores it (kernel_y), other calls use C tiles */
+    int     y_bytes;     /* y_fused: bytes per y value */
     int64_t len;         /* values per run */
     int64_t runs;        /* runs per position for conv */
     int64_t panels;      /* output-channel panels per group */

@@ -26,12 +26,21 @@ typedef void (*xconv_igemm_ukr)(int64_t ntaps, int64_t len, const void *const *a
                                 const void *const *b, const void *init, void *const *c, int m,
                                 int n, int accumulate);
 
+/* The same sums, written narrowed: y[i] gets the low y_bytes bytes (1, 2 or 4: the sum
+ * modulo 2^(8 y_bytes), DESIGN.md §2) of each of its first n sums, dense; c is read when
+ * accumulate is set and never written. y rows >= m are not touched (may be NULL). Lets the
+ * last call of a reduction store an integer y narrower than the compute type directly. */
+typedef void (*xconv_igemm_ukr_y)(int64_t ntaps, int64_t len, const void *const *a,
+                                  const void *const *b, const void *init, void *const *c, int m,
+                                  int n, int accumulate, void *const *y, int y_bytes);
+
 typedef struct xconv_igemm_geom {
-    xconv_ctype     ct;
-    const char     *isa;    /* "avx512", "avx2" or "generic" */
-    int             mr, nr;
-    int             ncomp;  /* 1 real, 2 complex */
-    xconv_igemm_ukr kernel;
+    xconv_ctype       ct;
+    const char       *isa;     /* "avx512", "avx2" or "generic" */
+    int               mr, nr;
+    int               ncomp;   /* 1 real, 2 complex */
+    xconv_igemm_ukr   kernel;
+    xconv_igemm_ukr_y kernel_y; /* NULL where the variant has none */
 } xconv_igemm_geom;
 
 /* The fastest kernel for ct that this CPU runs (chosen once). */

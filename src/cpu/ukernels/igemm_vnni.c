@@ -11,9 +11,12 @@
  * Contract: that of igemm.h with ct u32 (s32 bits), except that values are bytes grouped by
  * four along the reduction: len is a multiple of 4; a[t*mr + i] points at len bytes of x';
  * b[t] at len/4 groups of nr*4 bytes (output channel j's four bytes at j*4); init and c are
- * nr int32 per row.
+ * nr int32 per row. kernel_y (igemm.h) writes the last call's sums into y rows of 1, 2 or
+ * 4 bytes per value instead (y_bytes), so that a narrow y never goes through an int32 tile.
  */
 #include "cpu/ukernels/igemm.h"
+
+#include "cpu/isa.h"
 
 #include <string.h>
 
@@ -23,66 +26,108 @@
 #define VNNI_MR 6
 #define VNNI_NV 4 /* 4 zmm of 16 lanes: nr = 64 */
 
-/* x_unsigned: x' is the unsigned operand (i8 x); else w is (u8 x). Inlined into the two
- * wrappers so the operand order is a constant. */
+static const int32_t vnni_zeros[VNNI_NV * 16];
+
+/* x_unsigned: x' is the unsigned operand (i8 x); else w is (u8 x). y: NULL to write the
+ * int32 sums to c, else rows of y_bytes-wide values that get each sum's low bytes (vpmovdb /
+ * vpmovdw truncate, which is the wrap modulo 2^8 / 2^16). Inlined into the wrappers so the
+ * operand order is a constant. Every loop over rows and vectors is unrolled (rows past m
+ * skipped), so that the accumulators stay in registers: GCC otherwise keeps the array in
+ * memory outside the inner loop (24 stores and loads per call). */
 static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vnni"))) void
 vnni_body(bool x_unsigned, int64_t ntaps, int64_t len, const void *const *a, const void *const *b,
-          const void *init, void *const *c, int m, int n, int accumulate)
+          const void *init, void *const *c, int m, int n, int accumulate, void *const *y,
+          int y_bytes)
 {
     __m512i acc[VNNI_MR][VNNI_NV];
     __mmask16 mask[VNNI_NV];
-    for (int v = 0; v < VNNI_NV; v++) {
+    XCONV_UNROLL for (int v = 0; v < VNNI_NV; v++) {
         const int live = n - v * 16;
-        mask[v] = live >= 16 ? (__mmask16)0xffff : live <= 0 ? (__mmask16)0 : (__mmask16)((1u << live) - 1);
+        mask[v] = live >= 16  ? (__mmask16)0xffff
+                  : live <= 0 ? (__mmask16)0
+                              : (__mmask16)((1u << live) - 1);
     }
-    for (int v = 0; v < VNNI_NV; v++) {
-        __m512i iv = init && !accumulate ? _mm512_loadu_si512((const char *)init + v * 64)
-                                         : _mm512_setzero_si512();
-        for (int r = 0; r < VNNI_MR; r++) acc[r][v] = iv;
-    }
-    if (accumulate)
-        for (int r = 0; r < m; r++)
-            for (int v = 0; v < VNNI_NV; v++)
-                acc[r][v] = _mm512_maskz_loadu_epi32(mask[v], (const int32_t *)c[r] + v * 16);
+    /* Every start value is a load through a selected pointer, without branches: GCC keeps
+     * the accumulators in registers only when no branch merges them. */
+    const int32_t *start[VNNI_MR];
+    XCONV_UNROLL for (int r = 0; r < VNNI_MR; r++)
+        start[r] = accumulate ? (r < m ? (const int32_t *)c[r] : vnni_zeros)
+                              : init ? (const int32_t *)init : vnni_zeros;
+    XCONV_UNROLL for (int r = 0; r < VNNI_MR; r++)
+        XCONV_UNROLL for (int v = 0; v < VNNI_NV; v++)
+            acc[r][v] = _mm512_maskz_loadu_epi32(mask[v], start[r] + v * 16);
     for (int64_t t = 0; t < ntaps; t++) {
         const unsigned char *ap[VNNI_MR];
-        for (int r = 0; r < VNNI_MR; r++) ap[r] = (const unsigned char *)a[t * VNNI_MR + r];
+        XCONV_UNROLL for (int r = 0; r < VNNI_MR; r++)
+            ap[r] = (const unsigned char *)a[t * VNNI_MR + r];
         const unsigned char *bp = (const unsigned char *)b[t];
         for (int64_t l = 0; l < len; l += 4, bp += VNNI_NV * 64) {
             __m512i bv[VNNI_NV];
-            for (int v = 0; v < VNNI_NV; v++) bv[v] = _mm512_loadu_si512(bp + v * 64);
-            for (int r = 0; r < VNNI_MR; r++) {
+            XCONV_UNROLL for (int v = 0; v < VNNI_NV; v++) bv[v] = _mm512_loadu_si512(bp + v * 64);
+            XCONV_UNROLL for (int r = 0; r < VNNI_MR; r++) {
                 int32_t quad;
                 memcpy(&quad, ap[r] + l, 4);
                 const __m512i av = _mm512_set1_epi32(quad);
-                for (int v = 0; v < VNNI_NV; v++)
+                XCONV_UNROLL for (int v = 0; v < VNNI_NV; v++)
                     acc[r][v] = x_unsigned ? _mm512_dpbusd_epi32(acc[r][v], av, bv[v])
                                            : _mm512_dpbusd_epi32(acc[r][v], bv[v], av);
             }
         }
     }
-    for (int r = 0; r < m; r++)
-        for (int v = 0; v < VNNI_NV; v++)
-            _mm512_mask_storeu_epi32((int32_t *)c[r] + v * 16, mask[v], acc[r][v]);
+    if (!y) {
+        XCONV_UNROLL for (int r = 0; r < VNNI_MR; r++)
+            if (r < m)
+                XCONV_UNROLL for (int v = 0; v < VNNI_NV; v++)
+                    _mm512_mask_storeu_epi32((int32_t *)c[r] + v * 16, mask[v], acc[r][v]);
+    } else if (y_bytes == 1) {
+        XCONV_UNROLL for (int r = 0; r < VNNI_MR; r++)
+            if (r < m)
+                XCONV_UNROLL for (int v = 0; v < VNNI_NV; v++)
+                    _mm512_mask_cvtepi32_storeu_epi8((char *)y[r] + v * 16, mask[v], acc[r][v]);
+    } else if (y_bytes == 2) {
+        XCONV_UNROLL for (int r = 0; r < VNNI_MR; r++)
+            if (r < m)
+                XCONV_UNROLL for (int v = 0; v < VNNI_NV; v++)
+                    _mm512_mask_cvtepi32_storeu_epi16((char *)y[r] + v * 32, mask[v], acc[r][v]);
+    } else {
+        XCONV_UNROLL for (int r = 0; r < VNNI_MR; r++)
+            if (r < m)
+                XCONV_UNROLL for (int v = 0; v < VNNI_NV; v++)
+                    _mm512_mask_storeu_epi32((char *)y[r] + v * 64, mask[v], acc[r][v]);
+    }
 }
 
 static __attribute__((target("avx512f,avx512bw,avx512vnni"))) void
 vnni_i8(int64_t ntaps, int64_t len, const void *const *a, const void *const *b, const void *init,
         void *const *c, int m, int n, int accumulate)
 {
-    vnni_body(true, ntaps, len, a, b, init, c, m, n, accumulate);
+    vnni_body(true, ntaps, len, a, b, init, c, m, n, accumulate, NULL, 4);
 }
 
 static __attribute__((target("avx512f,avx512bw,avx512vnni"))) void
 vnni_u8(int64_t ntaps, int64_t len, const void *const *a, const void *const *b, const void *init,
         void *const *c, int m, int n, int accumulate)
 {
-    vnni_body(false, ntaps, len, a, b, init, c, m, n, accumulate);
+    vnni_body(false, ntaps, len, a, b, init, c, m, n, accumulate, NULL, 4);
+}
+
+static __attribute__((target("avx512f,avx512bw,avx512vnni"))) void
+vnni_i8_y(int64_t ntaps, int64_t len, const void *const *a, const void *const *b, const void *init,
+          void *const *c, int m, int n, int accumulate, void *const *y, int y_bytes)
+{
+    vnni_body(true, ntaps, len, a, b, init, c, m, n, accumulate, y, y_bytes);
+}
+
+static __attribute__((target("avx512f,avx512bw,avx512vnni"))) void
+vnni_u8_y(int64_t ntaps, int64_t len, const void *const *a, const void *const *b, const void *init,
+          void *const *c, int m, int n, int accumulate, void *const *y, int y_bytes)
+{
+    vnni_body(false, ntaps, len, a, b, init, c, m, n, accumulate, y, y_bytes);
 }
 
 static const xconv_igemm_geom VNNI_GEOMS[2] = {
-    {XCONV_CT_U32, "avx512vnni", VNNI_MR, VNNI_NV * 16, 1, vnni_i8},
-    {XCONV_CT_U32, "avx512vnni", VNNI_MR, VNNI_NV * 16, 1, vnni_u8},
+    {XCONV_CT_U32, "avx512vnni", VNNI_MR, VNNI_NV * 16, 1, vnni_i8, vnni_i8_y},
+    {XCONV_CT_U32, "avx512vnni", VNNI_MR, VNNI_NV * 16, 1, vnni_u8, vnni_u8_y},
 };
 
 const xconv_igemm_geom *xconv__igemm_geom_vnni(bool x_unsigned_operand)
