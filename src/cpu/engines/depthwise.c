@@ -7,7 +7,7 @@
  * Three paths, chosen per plan:
  *   fast:   channels-last on AVX-512 with multiplier 1 and the dtypes of depthwise.h:
  *           register-blocked tiles reading x and writing y in their storage dtypes
- *           (depthwise_avx512.c); weights packed [channel block][K][16];
+ *           (depthwise_avx512.c); weights packed [channel block][K][one or two zmm];
  *   pixels: channels nearer than dim 2 otherwise: vector over channels (depthwise.tmpl.h);
  *   planes: channels-first: per (n, channel) plane, vector along dim 2.
  * The portable paths pack weights wk [K, Cout] and bias bp [Cout] in the compute type, or,
@@ -102,9 +102,11 @@ static dw_geom dw_geom_of(const xconv_canon *p)
     const double cap = ws_cap(p);
     const int threads = p->threads > 0 ? p->threads : 1;
 
-    const int64_t ncb = (p->cout + XCONV_DW_LANES - 1) / XCONV_DW_LANES;
-    const double fast_w = 4.0 * XCONV_DW_LANES * (double)ncb * (double)(kk + 1);
-    if (xconv__dw_fast_kinds(p, &g.xk, &g.yk) && fast_w + 256.0 <= cap) {
+    const int64_t cpb = XCONV_DW_BLOCK(p->ct), ncb = (p->cout + cpb - 1) / cpb;
+    const bool fast = xconv__dw_fast_kinds(p, &g.xk, &g.yk);
+    const size_t wvb = XCONV_DW_VBYTES * (size_t)(fast ? XCONV_DW_WVECS(g.xk) : 1); /* per tap */
+    const double fast_w = (double)wvb * (double)ncb * (double)(kk + 1);
+    if (fast && fast_w + 256.0 <= cap) {
         const int64_t rp = xconv__dw_fast_rows(p);
         const int64_t frows = p->n * p->y_size[0] * ((p->y_size[1] + rp - 1) / rp);
         g.path = DW_FAST;
@@ -122,8 +124,8 @@ static dw_geom dw_geom_of(const xconv_canon *p)
         g.count = frows * g.nseg;
         g.wk = 0;
         /* prepacked (constant weights): the plan holds them, the workspace only the bias */
-        g.bp = p->prepacked ? 0 : align64(4 * XCONV_DW_LANES * (size_t)(ncb * kk));
-        g.total = align64(g.bp + 4 * XCONV_DW_LANES * (size_t)ncb);
+        g.bp = p->prepacked ? 0 : align64(wvb * (size_t)(ncb * kk));
+        g.total = align64(g.bp + XCONV_DW_VBYTES * (size_t)ncb);
         return g;
     }
 
@@ -208,29 +210,45 @@ static void dw_fast_range(void *arg, int64_t begin, int64_t end, int slot)
     xconv__dw_fast_range(arg, begin, end);
 }
 
-/* Fast path packing: wf [block][K][16] and bf [block * 16], 32-bit lanes, zero past Cout;
- * 8-bit x's weights keep their low 16 bits only (the vpmaddwd/vpdpwssd operand). The weights
- * go to wf (the workspace, or the plan's memory at creation for constant weights). */
-static void pack_fast(const xconv_exec *e, const dw_geom *g, uint32_t *wf)
+/* Fast path packing: wf [block][K][vectors] and bf [block][64 bytes] in the compute type,
+ * zero past Cout (depthwise.h); 8-bit x's weights keep their low 16 bits only (the
+ * vpmaddwd/vpdpwssd operand); complex weights (wr, wi) become the vectors of (wr, wr) and
+ * (-wi, wi) pairs. The weights go to wf (the workspace, or the plan's memory at creation for
+ * constant weights). */
+static void pack_fast(const xconv_exec *e, const dw_geom *g, unsigned char *wf)
 {
     const xconv_canon *p = e->p;
-    const int64_t kk = xconv__prod3(p->k_size), L = XCONV_DW_LANES;
-    const int64_t ncb = (p->cout + L - 1) / L;
-    uint32_t row[XCONV_DW_LANES];
+    const int64_t kk = xconv__prod3(p->k_size), L = XCONV_DW_BLOCK(p->ct);
+    const int64_t ncb = (p->cout + L - 1) / L, nv = XCONV_DW_WVECS(g->xk);
+    const size_t V = XCONV_DW_VBYTES;
+    union {
+        uint32_t u32[XCONV_DW_VBYTES / 4];
+        float    f32[XCONV_DW_VBYTES / 4];
+        double   f64[XCONV_DW_VBYTES / 8];
+    } row, out[2];
     const dw_ctx d = {e, g, NULL, NULL};
     for (int64_t cb = 0; wf && cb < ncb; cb++) {
         const int64_t cnt = p->cout - cb * L < L ? p->cout - cb * L : L;
         for (int64_t k = 0; k < kk; k++) {
-            memset(row, 0, sizeof row);
-            load_w(&d, k, cb * L, row, cnt);
+            memset(&row, 0, sizeof row);
+            load_w(&d, k, cb * L, &row, cnt);
             if (XCONV_DW_X_BYTES(g->xk)) /* vpmaddwd's 16-bit operand */
-                for (int64_t c = 0; c < L; c++) row[c] &= 0xffffu;
-            memcpy(wf + (cb * kk + k) * L, row, sizeof row);
+                for (size_t c = 0; c < V / 4; c++) row.u32[c] &= 0xffffu;
+            out[0] = row;
+            for (size_t c = 0; g->xk == XCONV_DW_X_C64 && c < V / 4; c += 2) {
+                out[0].f32[c + 1] = row.f32[c];
+                out[1].f32[c] = -row.f32[c + 1], out[1].f32[c + 1] = row.f32[c + 1];
+            }
+            for (size_t c = 0; g->xk == XCONV_DW_X_C128 && c < V / 8; c += 2) {
+                out[0].f64[c + 1] = row.f64[c];
+                out[1].f64[c] = -row.f64[c + 1], out[1].f64[c + 1] = row.f64[c + 1];
+            }
+            memcpy(wf + V * (size_t)((cb * kk + k) * nv), out, V * (size_t)nv);
         }
     }
     if (p->has_bias) {
-        uint32_t *bf = (uint32_t *)((char *)e->workspace + g->bp);
-        memset(bf, 0, sizeof(uint32_t) * (size_t)(ncb * L));
+        unsigned char *bf = (unsigned char *)e->workspace + g->bp;
+        memset(bf, 0, V * (size_t)ncb);
         xconv__load_row(p->ct, p->bias_dtype,
                         (const char *)e->bias + p->b_off * (int64_t)xconv_dtype_size(p->bias_dtype), p->b_s,
                         bf, p->cout);
@@ -245,7 +263,7 @@ static xconv_status dw_run(const xconv_exec *e, xconv_error *err)
     char *ws = e->workspace;
     if (p->n == 0) return XCONV_STATUS_OK;
     if (g.path == DW_FAST) {
-        pack_fast(e, &g, p->prepacked ? NULL : (uint32_t *)(ws + g.wk));
+        pack_fast(e, &g, p->prepacked ? NULL : (unsigned char *)(ws + g.wk));
         const void *wf = p->prepacked ? e->packed : ws + g.wk;
         xconv_dw_fast f = {p, e->x, e->y, wf, p->has_bias ? ws + g.bp : NULL,
                            g.xk, g.yk, g.seg, g.nseg};
@@ -270,8 +288,9 @@ static xconv_status dw_run(const xconv_exec *e, xconv_error *err)
 static size_t dw_prepack_bytes(const xconv_canon *p)
 {
     const dw_geom g = dw_geom_of(p);
-    const int64_t ncb = (p->cout + XCONV_DW_LANES - 1) / XCONV_DW_LANES;
-    return g.path == DW_FAST ? 4 * XCONV_DW_LANES * (size_t)(ncb * xconv__prod3(p->k_size)) : 0;
+    const int64_t cpb = XCONV_DW_BLOCK(p->ct), ncb = (p->cout + cpb - 1) / cpb;
+    return g.path == DW_FAST ? XCONV_DW_VBYTES * (size_t)(XCONV_DW_WVECS(g.xk) * ncb * xconv__prod3(p->k_size))
+                             : 0;
 }
 
 static void dw_prepack(const xconv_canon *p, xconv_context *ctx, const void *w, void *packed)

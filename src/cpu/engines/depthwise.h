@@ -10,33 +10,55 @@
  *                16-bit weight: vpdpwssd, or vpmaddwd + vpaddd; exact mod 2^32), or x i16,
  *                u16, i32 or u32 (widened to 32-bit lanes, vpmulld + vpaddd: the low 32 bits
  *                of each product, exact mod 2^32); y of 8, 16 or 32 bits (truncated).
- * Weights are packed [channel block][K0*K1*K2][16] in the compute type (u32 for 8-bit x: the
- * low 16 bits of the weight, high half zero; for the wider integers the whole u32), bias
- * [channel block * 16]; lanes past Cout are zero.
+ *   compute f64, u64, c64, c128: x and y of that width (f64; i64 or u64; c64; c128), 64-bit
+ *                lanes: f64 by fused multiply-adds, u64 by vpmullq + vpaddq (exact mod 2^64),
+ *                complex interleaved (re, im) by two fused multiply-adds per tap,
+ *                acc += x * (wr, wr) then acc += (xi, xr) * (-wi, wi).
+ * A channel block is one zmm of the compute type: 16 channels of 32 bits, 8 of f64, u64 or
+ * c64, 4 of c128 (XCONV_DW_BLOCK). Weights are packed [channel block][K0*K1*K2][vectors]
+ * in the compute type, one 64-byte vector per tap (u32 for 8-bit x: the low 16 bits of the
+ * weight, high half zero; for the wider integers the whole u32), two for complex
+ * ((wr, wr) pairs, then (-wi, wi) pairs); bias [channel block][64 bytes]; lanes past Cout
+ * are zero.
  */
 #ifndef XCONV_CPU_DEPTHWISE_H
 #define XCONV_CPU_DEPTHWISE_H
 
 #include "core/internal.h"
 
-#define XCONV_DW_LANES 16 /* 32-bit lanes of one zmm: the channel block */
+#define XCONV_DW_VBYTES 64 /* bytes of one zmm: a channel block in the compute type */
+
+/* Channels per block for compute type ct: 16 (f32, u32), 8 (f64, u64, c64) or 4 (c128). */
+#define XCONV_DW_BLOCK(ct) ((int64_t)(XCONV_DW_VBYTES / xconv__ctype_size(ct)))
 
 typedef enum xconv_dw_xkind {
     XCONV_DW_X_F32,
     XCONV_DW_X_BF16,
     XCONV_DW_X_F16,
     XCONV_DW_X_E4M3,
-    XCONV_DW_X_E5M2, /* the last float kind (XCONV_DW_X_FLOAT) */
+    XCONV_DW_X_E5M2, /* the last kind summed in f32 (XCONV_DW_X_F32SUM) */
+    XCONV_DW_X_F64,
+    XCONV_DW_X_C64,
+    XCONV_DW_X_C128, /* the last float kind (XCONV_DW_X_FLOAT) */
     XCONV_DW_X_I8,
     XCONV_DW_X_U8,
     XCONV_DW_X_I16, /* the wider integers: vpmulld on whole 32-bit lanes */
     XCONV_DW_X_U16,
     XCONV_DW_X_B32, /* i32 and u32 */
+    XCONV_DW_X_B64, /* i64 and u64: vpmullq on 64-bit lanes */
     XCONV_DW_X_NONE
 } xconv_dw_xkind;
 
-/* x kinds summed in f32 (fused multiply-adds), the others in u32 */
-#define XCONV_DW_X_FLOAT(xk) ((xk) <= XCONV_DW_X_E5M2)
+/* x kinds summed in f32 (fused multiply-adds) */
+#define XCONV_DW_X_F32SUM(xk) ((xk) <= XCONV_DW_X_E5M2)
+/* x kinds with IEEE sums (f32, f64, complex), where a tap in the padding adds 0 * w; the
+ * others sum in u32 or u64 */
+#define XCONV_DW_X_FLOAT(xk) ((xk) <= XCONV_DW_X_C128)
+#define XCONV_DW_X_COMPLEX(xk) ((xk) == XCONV_DW_X_C64 || (xk) == XCONV_DW_X_C128)
+/* x kinds on 64-bit lanes (masks have a bit per 64 bits) */
+#define XCONV_DW_X_QWORD(xk) (((xk) >= XCONV_DW_X_F64 && (xk) <= XCONV_DW_X_C128) || (xk) == XCONV_DW_X_B64)
+/* packed weight vectors per tap */
+#define XCONV_DW_WVECS(xk) (XCONV_DW_X_COMPLEX(xk) ? 2 : 1)
 /* u32 kinds whose 16-bit weights multiply by vpmaddwd / vpdpwssd */
 #define XCONV_DW_X_BYTES(xk) ((xk) == XCONV_DW_X_I8 || (xk) == XCONV_DW_X_U8)
 
@@ -49,6 +71,7 @@ typedef enum xconv_dw_ykind {
     XCONV_DW_Y_B32,
     XCONV_DW_Y_B16,
     XCONV_DW_Y_B8,
+    XCONV_DW_Y_B64, /* f64, i64, u64, c64, c128: the compute type's bits */
     XCONV_DW_Y_NONE
 } xconv_dw_ykind;
 

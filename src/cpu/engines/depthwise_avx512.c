@@ -2,7 +2,7 @@
  * depthwise_avx512.c — the channels-last fast path of cpu.depthwise on AVX-512 (see
  * depthwise.h for what it covers).
  *
- *   y[n, j, c] = bias[c] + sum_k x[n, j*s + k*t - lo, c] * w[c, k]       (c = 16-lane block)
+ *   y[n, j, c] = bias[c] + sum_k x[n, j*s + k*t - lo, c] * w[c, k]   (c = a block of one zmm)
  *
  * 3x3 windows (dilation 1, the same stride 1 or 2 along dims 1 and 2: MobileNet's) go by
  * pairs of output rows: a work item is (n, j0, j1 and j1 + 1), or a segment of it along dim
@@ -16,7 +16,8 @@
  * stride 1 or 2 and 5 taps at stride 1; the border pixels (and other shapes) one pixel at a
  * time with bounds checks. Channel blocks run inside each tile, so the pixels a tile reads
  * stay in L1 and are read in address order.
- * The last block of a channel count that is not a multiple of 16 uses masked loads/stores.
+ * A block is 16 channels of 32 bits, 8 of 64 bits (f64, u64, c64) or 4 of c128; the last
+ * block of a channel count that is not a multiple of that uses masked loads/stores.
  * Tiles of 7 replace tiles of 8 where that avoids overlapping tiles (widths 14, 28, ...).
  * Assumes: a validated canonical conv on the CPU with cin_g == 1, cout_g == 1, x_sc == y_sc
  * == 1, the dtypes of depthwise.h, and weights packed as it says.
@@ -39,9 +40,10 @@ typedef struct dw_row {
     const xconv_canon *p;
     const void *w, *bias;
     int64_t     kk;          /* taps: K0*K1*K2 */
+    int64_t     cpb;         /* channels per block (XCONV_DW_BLOCK) */
     int64_t     ncb;         /* channel blocks */
     bool        tail;        /* the last block is partial */
-    __mmask16   mask;        /* its lanes (all for full blocks) */
+    __mmask16   mask;        /* its lanes, 32- or 64-bit as the x kind's (all for full blocks) */
     int64_t     xes, yes;    /* element bytes */
     int64_t     xps, yps;    /* bytes between pixels along dim 2 */
     int64_t     seg, nseg;
@@ -63,9 +65,12 @@ static void dw_row_init(dw_row *r, const xconv_dw_fast *f)
     r->w = f->w;
     r->bias = f->bias;
     r->kk = xconv__prod3(p->k_size);
-    r->ncb = (p->cout + XCONV_DW_LANES - 1) / XCONV_DW_LANES;
-    r->tail = p->cout % XCONV_DW_LANES != 0;
-    r->mask = r->tail ? (__mmask16)((1u << (p->cout % XCONV_DW_LANES)) - 1u) : (__mmask16)0xffff;
+    r->cpb = XCONV_DW_BLOCK(p->ct);
+    r->ncb = (p->cout + r->cpb - 1) / r->cpb;
+    r->tail = p->cout % r->cpb != 0;
+    /* lanes per channel: 2 for c128 (64-bit lanes), else 1 */
+    const unsigned lanes = (unsigned)(p->cout % r->cpb) * (f->xk == XCONV_DW_X_C128 ? 2u : 1u);
+    r->mask = r->tail ? (__mmask16)((1u << lanes) - 1u) : (__mmask16)0xffff;
     r->xes = (int64_t)xconv_dtype_size(p->x_dtype);
     r->yes = (int64_t)xconv_dtype_size(p->y_dtype);
     r->xps = p->x_ss[2] * r->xes;
@@ -90,6 +95,12 @@ static void dw_row_at(dw_row *r, int64_t item)
     r->xrow = r->x + (p->x_off + n * p->x_sn) * r->xes;
     r->yrow = r->y + (p->y_off + n * p->y_sn + r->j0 * p->y_ss[0] + r->j1 * p->y_ss[1]) * r->yes;
 }
+
+/* An operand of the tiles' multiply-adds: v, and for complex kinds a second vector s (x
+ * with re and im swapped; the (-wi, wi) weights); s == v for the others. */
+typedef struct dw_v2 {
+    __m512i v, s;
+} dw_v2;
 
 #define DW_SFX avx512
 #define DW_TARGET "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma"
@@ -118,6 +129,10 @@ DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", u8, XCONV_DW_X_U
 DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", i16, XCONV_DW_X_I16)
 DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", u16, XCONV_DW_X_U16)
 DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", b32, XCONV_DW_X_B32)
+DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", f64, XCONV_DW_X_F64)
+DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", c64, XCONV_DW_X_C64)
+DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", c128, XCONV_DW_X_C128)
+DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", b64, XCONV_DW_X_B64)
 DW_ENTRY(vnni, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma,avx512vnni", i8, XCONV_DW_X_I8)
 DW_ENTRY(vnni, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma,avx512vnni", u8, XCONV_DW_X_U8)
 #undef DW_ENTRY
@@ -151,6 +166,10 @@ void xconv__dw_fast_range(const xconv_dw_fast *f, int64_t begin, int64_t end)
     case XCONV_DW_X_I16: dw_run_i16_avx512(f, begin, end); break;
     case XCONV_DW_X_U16: dw_run_u16_avx512(f, begin, end); break;
     case XCONV_DW_X_B32: dw_run_b32_avx512(f, begin, end); break;
+    case XCONV_DW_X_F64: dw_run_f64_avx512(f, begin, end); break;
+    case XCONV_DW_X_C64: dw_run_c64_avx512(f, begin, end); break;
+    case XCONV_DW_X_C128: dw_run_c128_avx512(f, begin, end); break;
+    case XCONV_DW_X_B64: dw_run_b64_avx512(f, begin, end); break;
     default: break;
     }
 }
@@ -179,6 +198,19 @@ bool xconv__dw_fast_kinds(const xconv_canon *p, xconv_dw_xkind *xk, xconv_dw_yki
     *xk = XCONV_DW_X_NONE;
     *yk = XCONV_DW_Y_NONE;
     if (dw_isa() == 0 || p->cin_g != 1 || p->cout_g != 1 || p->x_sc != 1 || p->y_sc != 1) return false;
+    if (p->ct == XCONV_CT_F64 || p->ct == XCONV_CT_U64 || p->ct == XCONV_CT_C64 || p->ct == XCONV_CT_C128) {
+        /* x and y of the compute type's width (a narrower x, widened, takes the portable
+         * paths) */
+        if (xconv_dtype_size(p->x_dtype) != xconv__ctype_size(p->ct) ||
+            xconv_dtype_size(p->y_dtype) != xconv__ctype_size(p->ct))
+            return false;
+        *xk = p->ct == XCONV_CT_F64 ? XCONV_DW_X_F64
+              : p->ct == XCONV_CT_U64 ? XCONV_DW_X_B64
+              : p->ct == XCONV_CT_C64 ? XCONV_DW_X_C64
+                                      : XCONV_DW_X_C128;
+        *yk = XCONV_DW_Y_B64;
+        return true;
+    }
     switch (p->x_dtype) {
     case XCONV_DTYPE_F32: *xk = XCONV_DW_X_F32; break;
     case XCONV_DTYPE_BF16: *xk = XCONV_DW_X_BF16; break;

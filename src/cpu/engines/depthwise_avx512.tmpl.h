@@ -8,7 +8,9 @@
  * one per x kind, so the x kind, kernel width and stride are constants in each loop nest.
  *
  * Sums: acc = bias, then every tap in (k0, k1, k2) order, each as one fused multiply-add
- * (f32) or one exact wrapping add of the product (u32). The interior tiles and the border
+ * (f32, f64), two (complex: acc += x * (wr, wr), then acc += (xi, xr) * (-wi, wi), so
+ * re = (acc + xr*wr) - xi*wi and im = (acc + xi*wr) + xr*wi, each rounded once per step) or
+ * one exact wrapping add of the product (u32, u64). The interior tiles and the border
  * pixels do the same operations in the same order, so a value does not depend on which of
  * the two computed it, nor on how items are split across threads.
  */
@@ -83,10 +85,15 @@ DW_AI __m128i DW_NAME(dw_f8_encode)(bool e4m3, __m512i bits)
     return _mm512_cvtepi32_epi8(_mm512_or_si512(code, sign));
 }
 
-/* Lanes c < 16 of x at p (bytes) as compute-type bits; masked lanes read nothing. */
-DW_AI __m512i DW_NAME(dw_ld)(int xk, const char *p, __mmask16 m, bool masked)
+/* Lanes of x at p (bytes) as compute-type bits; masked lanes read nothing. */
+DW_AI __m512i DW_NAME(dw_ld1)(int xk, const char *p, __mmask16 m, bool masked)
 {
     switch (xk) {
+    case XCONV_DW_X_F64:
+    case XCONV_DW_X_C64:
+    case XCONV_DW_X_C128:
+    case XCONV_DW_X_B64:
+        return masked ? _mm512_maskz_loadu_epi64((__mmask8)m, p) : _mm512_loadu_si512(p);
     case XCONV_DW_X_F32:
         return masked ? _mm512_maskz_loadu_epi32(m, p) : _mm512_loadu_si512(p);
     case XCONV_DW_X_BF16: {
@@ -120,12 +127,53 @@ DW_AI __m512i DW_NAME(dw_ld)(int xk, const char *p, __mmask16 m, bool masked)
     }
 }
 
-/* acc + x * w in the compute type of xk. */
-DW_AI __m512i DW_NAME(dw_mac)(int xk, __m512i acc, __m512i x, __m512i w)
+/* An x operand as dw_mac takes it: v, and for complex s, v with re and im swapped (once
+ * per load, shared by every tap that reads it). */
+DW_AI dw_v2 DW_NAME(dw_xop)(int xk, __m512i v)
 {
-    if (XCONV_DW_X_FLOAT(xk))
+    dw_v2 o = {v, v};
+    if (xk == XCONV_DW_X_C64) o.s = _mm512_castps_si512(_mm512_permute_ps(_mm512_castsi512_ps(v), 0xb1));
+    if (xk == XCONV_DW_X_C128) o.s = _mm512_castpd_si512(_mm512_permute_pd(_mm512_castsi512_pd(v), 0x55));
+    return o;
+}
+
+DW_AI dw_v2 DW_NAME(dw_ld)(int xk, const char *p, __mmask16 m, bool masked)
+{
+    return DW_NAME(dw_xop)(xk, DW_NAME(dw_ld1)(xk, p, m, masked));
+}
+
+/* x = 0, as a tap in the padding reads it */
+DW_AI dw_v2 DW_NAME(dw_x0)(int xk) { return DW_NAME(dw_xop)(xk, _mm512_setzero_si512()); }
+
+/* The packed weights of tap k of a block whose taps start at wb (XCONV_DW_WVECS vectors
+ * each): v, and for complex s, the (-wi, wi) vector. */
+DW_AI dw_v2 DW_NAME(dw_wld)(int xk, const __m512i *wb, int64_t k)
+{
+    const int nv = XCONV_DW_WVECS(xk);
+    const __m512i v = _mm512_load_si512(wb + k * nv);
+    const dw_v2 o = {v, nv == 2 ? _mm512_load_si512(wb + k * nv + 1) : v};
+    return o;
+}
+
+/* acc + x * w in the compute type of xk. */
+DW_AI __m512i DW_NAME(dw_mac)(int xk, __m512i acc, dw_v2 xo, dw_v2 wo)
+{
+    const __m512i x = xo.v, w = wo.v;
+    if (XCONV_DW_X_F32SUM(xk))
         return _mm512_castps_si512(
             _mm512_fmadd_ps(_mm512_castsi512_ps(x), _mm512_castsi512_ps(w), _mm512_castsi512_ps(acc)));
+    if (xk == XCONV_DW_X_F64)
+        return _mm512_castpd_si512(
+            _mm512_fmadd_pd(_mm512_castsi512_pd(x), _mm512_castsi512_pd(w), _mm512_castsi512_pd(acc)));
+    if (xk == XCONV_DW_X_C64) {
+        const __m512 a = _mm512_fmadd_ps(_mm512_castsi512_ps(x), _mm512_castsi512_ps(w), _mm512_castsi512_ps(acc));
+        return _mm512_castps_si512(_mm512_fmadd_ps(_mm512_castsi512_ps(xo.s), _mm512_castsi512_ps(wo.s), a));
+    }
+    if (xk == XCONV_DW_X_C128) {
+        const __m512d a = _mm512_fmadd_pd(_mm512_castsi512_pd(x), _mm512_castsi512_pd(w), _mm512_castsi512_pd(acc));
+        return _mm512_castpd_si512(_mm512_fmadd_pd(_mm512_castsi512_pd(xo.s), _mm512_castsi512_pd(wo.s), a));
+    }
+    if (xk == XCONV_DW_X_B64) return _mm512_add_epi64(acc, _mm512_mullo_epi64(x, w));
     if (!XCONV_DW_X_BYTES(xk)) return _mm512_add_epi32(acc, _mm512_mullo_epi32(x, w));
 #if DW_VNNI
     return _mm512_dpwssd_epi32(acc, x, w);
@@ -140,6 +188,10 @@ DW_AI __m512i DW_NAME(dw_mac)(int xk, __m512i acc, __m512i x, __m512i w)
 DW_AI void DW_NAME(dw_st)(int yk, char *p, __m512i acc, __mmask16 m, bool masked)
 {
     switch (yk) {
+    case XCONV_DW_Y_B64:
+        if (masked) _mm512_mask_storeu_epi64(p, (__mmask8)m, acc);
+        else _mm512_storeu_si512(p, acc);
+        return;
     case XCONV_DW_Y_F32:
     case XCONV_DW_Y_B32:
         if (masked) _mm512_mask_storeu_epi32(p, m, acc);
@@ -200,33 +252,32 @@ DW_AI void DW_NAME(dw_tile)(const dw_row *r, int xk, int yk, bool masked, bool c
     enum { MAXT = 8 };
     const xconv_canon *p = r->p;
     const __mmask16 m = r->mask;
-    const __m512i *wb = (const __m512i *)r->w + cb * r->kk;
+    const __m512i *wb = (const __m512i *)r->w + cb * r->kk * XCONV_DW_WVECS(xk);
     __m512i acc[MAXT];
     const __m512i init = r->bias ? _mm512_load_si512((const __m512i *)r->bias + cb) : _mm512_setzero_si512();
     DW_UNROLL for (int t = 0; t < WT; t++) acc[t] = init;
-    const int64_t cofs = cb * XCONV_DW_LANES * r->xes;
+    const int64_t cofs = cb * r->cpb * r->xes;
     int64_t kr = 0;
     for (int64_t k0 = 0; k0 < p->k_size[0]; k0++) {
         const int64_t q0 = r->j0 * p->stride[0] + k0 * p->dil[0] - p->pad_lo[0];
         const bool in0 = q0 >= 0 && q0 < p->x_size[0];
         for (int64_t k1 = 0; k1 < p->k_size[1]; k1++, kr++) {
             const int64_t q1 = r->j1 * p->stride[1] + k1 * p->dil[1] - p->pad_lo[1];
-            const __m512i *wr = wb + kr * KW;
-            __m512i wv[5];
-            DW_UNROLL for (int kw = 0; kw < KW; kw++) wv[kw] = _mm512_load_si512(wr + kw);
+            dw_v2 wv[5];
+            DW_UNROLL for (int kw = 0; kw < KW; kw++) wv[kw] = DW_NAME(dw_wld)(xk, wb, kr * KW + kw);
             if (!in0 || q1 < 0 || q1 >= p->x_size[1]) {
                 /* a padding row: 0 * w still joins a float sum (NaN for an infinite w) */
                 if (XCONV_DW_X_FLOAT(xk))
                     DW_UNROLL for (int t = 0; t < WT; t++)
                         DW_UNROLL for (int kw = 0; kw < KW; kw++)
-                            acc[t] = DW_NAME(dw_mac)(xk, acc[t], _mm512_setzero_si512(), wv[kw]);
+                            acc[t] = DW_NAME(dw_mac)(xk, acc[t], DW_NAME(dw_x0)(xk), wv[kw]);
                 continue;
             }
             const char *xr = r->xrow + (q0 * p->x_ss[0] + q1 * p->x_ss[1]) * r->xes + cofs;
             const int64_t i0 = ow0 * S - p->pad_lo[2]; /* the input column of i = 0 */
             DW_UNROLL for (int i = 0; i < (WT - 1) * S + KW; i++) {
                 /* a checked tile (at a row's ends) reads columns outside x as zeros */
-                __m512i xv = _mm512_setzero_si512();
+                dw_v2 xv = DW_NAME(dw_x0)(xk);
                 if (!checked || (uint64_t)(i0 + i) < (uint64_t)p->x_size[2])
                     xv = DW_NAME(dw_ld)(xk, xr + (i0 + i) * r->xps, m, masked);
                 DW_UNROLL for (int kw = 0; kw < KW; kw++) {
@@ -237,7 +288,7 @@ DW_AI void DW_NAME(dw_tile)(const dw_row *r, int xk, int yk, bool masked, bool c
             }
         }
     }
-    char *yp = r->yrow + (ow0 * p->y_ss[2] + cb * XCONV_DW_LANES) * r->yes;
+    char *yp = r->yrow + (ow0 * p->y_ss[2] + cb * r->cpb) * r->yes;
     DW_UNROLL for (int t = 0; t < WT; t++) DW_NAME(dw_st)(yk, yp + t * r->yps, acc[t], m, masked);
 }
 
@@ -248,29 +299,28 @@ DW_AI void DW_NAME(dw_pixel)(const dw_row *r, int xk, int yk, bool masked, int64
     const xconv_canon *p = r->p;
     const __mmask16 m = r->mask;
     const int64_t K2 = p->k_size[2];
-    const __m512i *wb = (const __m512i *)r->w + cb * r->kk;
+    const __m512i *wb = (const __m512i *)r->w + cb * r->kk * XCONV_DW_WVECS(xk);
     __m512i acc = r->bias ? _mm512_load_si512((const __m512i *)r->bias + cb) : _mm512_setzero_si512();
-    const int64_t cofs = cb * XCONV_DW_LANES * r->xes;
+    const int64_t cofs = cb * r->cpb * r->xes;
     int64_t kr = 0;
     for (int64_t k0 = 0; k0 < p->k_size[0]; k0++) {
         const int64_t q0 = r->j0 * p->stride[0] + k0 * p->dil[0] - p->pad_lo[0];
         const bool in0 = q0 >= 0 && q0 < p->x_size[0];
         for (int64_t k1 = 0; k1 < p->k_size[1]; k1++, kr++) {
             const int64_t q1 = r->j1 * p->stride[1] + k1 * p->dil[1] - p->pad_lo[1];
-            const __m512i *wr = wb + kr * K2;
             const bool in_row = in0 && q1 >= 0 && q1 < p->x_size[1];
             const char *xr = in_row ? r->xrow + (q0 * p->x_ss[0] + q1 * p->x_ss[1]) * r->xes + cofs : NULL;
             for (int64_t k2 = 0; k2 < K2; k2++) {
                 const int64_t q2 = ow * p->stride[2] + k2 * p->dil[2] - p->pad_lo[2];
                 if (in_row && q2 >= 0 && q2 < p->x_size[2])
                     acc = DW_NAME(dw_mac)(xk, acc, DW_NAME(dw_ld)(xk, xr + q2 * r->xps, m, masked),
-                                          _mm512_load_si512(wr + k2));
+                                          DW_NAME(dw_wld)(xk, wb, kr * K2 + k2));
                 else if (XCONV_DW_X_FLOAT(xk))
-                    acc = DW_NAME(dw_mac)(xk, acc, _mm512_setzero_si512(), _mm512_load_si512(wr + k2));
+                    acc = DW_NAME(dw_mac)(xk, acc, DW_NAME(dw_x0)(xk), DW_NAME(dw_wld)(xk, wb, kr * K2 + k2));
             }
         }
     }
-    DW_NAME(dw_st)(yk, r->yrow + (ow * p->y_ss[2] + cb * XCONV_DW_LANES) * r->yes, acc, m, masked);
+    DW_NAME(dw_st)(yk, r->yrow + (ow * p->y_ss[2] + cb * r->cpb) * r->yes, acc, m, masked);
 }
 
 /* Outputs [a, b) of one row, every channel block, in tiles of 8 (or 7) for the specialized
@@ -316,7 +366,7 @@ DW_AI void DW_NAME(dw_cover)(const dw_row *r, int xk, int yk, int KW, int S, int
  * stores are masked (all lanes for a full block), so one body serves full and partial blocks.
  */
 DW_AI void DW_NAME(dw_pt)(int xk, int yk, bool checked, int R, int S, int WT, const char *const *xr,
-                          const __m512i *wv, __m512i init, int64_t i0, int64_t xw, int64_t xps,
+                          const dw_v2 *wv, __m512i init, int64_t i0, int64_t xw, int64_t xps,
                           char *const *yp, int64_t yps, __mmask16 m)
 {
     __m512i acc[2][6];
@@ -334,13 +384,13 @@ DW_AI void DW_NAME(dw_pt)(int xk, int yk, bool checked, int R, int S, int WT, co
                     if (k1 < 0 || k1 >= 3) continue;
                     DW_UNROLL for (int t = 0; t < WT; t++)
                         DW_UNROLL for (int kw = 0; kw < 3; kw++)
-                            acc[r][t] = DW_NAME(dw_mac)(xk, acc[r][t], _mm512_setzero_si512(), wv[k1 * 3 + kw]);
+                            acc[r][t] = DW_NAME(dw_mac)(xk, acc[r][t], DW_NAME(dw_x0)(xk), wv[k1 * 3 + kw]);
                 }
             continue;
         }
         const char *xp = xr[u] + i0 * xps;
         DW_UNROLL for (int i = 0; i < (WT - 1) * S + 3; i++) {
-            __m512i xv = _mm512_setzero_si512();
+            dw_v2 xv = DW_NAME(dw_x0)(xk);
             if (!checked || (uint64_t)(i0 + i) < (uint64_t)xw) xv = DW_NAME(dw_ld)(xk, xp + i * xps, m, true);
             DW_UNROLL for (int r = 0; r < R; r++) {
                 const int k1 = u - r * S;
@@ -367,11 +417,11 @@ DW_AI void DW_NAME(dw_pt_blocks)(const dw_row *r, int xk, int yk, bool checked, 
     const int64_t i0 = ow0 * S - p->pad_lo[2];
     for (int64_t cb = 0; cb < r->ncb; cb++) {
         const __mmask16 m = r->tail && cb == r->ncb - 1 ? r->mask : (__mmask16)0xffff;
-        const __m512i *wb = (const __m512i *)r->w + cb * 9;
-        __m512i wv[9];
-        DW_UNROLL for (int k = 0; k < 9; k++) wv[k] = _mm512_load_si512(wb + k);
+        const __m512i *wb = (const __m512i *)r->w + cb * 9 * XCONV_DW_WVECS(xk);
+        dw_v2 wv[9];
+        DW_UNROLL for (int k = 0; k < 9; k++) wv[k] = DW_NAME(dw_wld)(xk, wb, k);
         const __m512i init = r->bias ? _mm512_load_si512((const __m512i *)r->bias + cb) : _mm512_setzero_si512();
-        const int64_t xo = cb * XCONV_DW_LANES * r->xes, yo = (ow0 * p->y_ss[2] + cb * XCONV_DW_LANES) * r->yes;
+        const int64_t xo = cb * r->cpb * r->xes, yo = (ow0 * p->y_ss[2] + cb * r->cpb) * r->yes;
         const char *xr[5];
         char *yp[2];
         DW_UNROLL for (int u = 0; u < U; u++) xr[u] = xrow[u] ? xrow[u] + xo : NULL;
