@@ -554,6 +554,26 @@ bool make_set(const xconv_canon *ps, int n, const xconv_exec *e, int bm, int bn,
     return set->tiles <= INT32_MAX;
 }
 
+/* Measuring knobs of the TMA kernel's launch (environment, read at each launch; 0: the
+ * default): XCONV_WGMMA_NST=n stages per block (as many as fit, if fewer);
+ * XCONV_WGMMA_BLOCKS=n at most n blocks in a persistent grid (for tests: many tiles per block
+ * on small problems). (Tried in the seventh session and dropped: one mbarrier pair per 2 or
+ * 3 stages, rn50_3x3_64 0.65-0.83x; tiles numbered column tile first, no change; two y tiles
+ * in turn, where they fit beside 3 stages, 1.12x on rn50_1x1_256's 128x128 tiles but those
+ * stay slower than its 128x256 tiles, which leave no room for two.) */
+struct wgmma_knobs {
+    int nst, blocks;
+};
+wgmma_knobs knobs_of()
+{
+    auto num = [](const char *name, int lo, int hi) {
+        const char *v = getenv(name);
+        const int n = v ? atoi(v) : 0;
+        return n >= lo && n <= hi ? n : 0;
+    };
+    return wgmma_knobs{num("XCONV_WGMMA_NST", 3, 16), num("XCONV_WGMMA_BLOCKS", 1, 1 << 20)};
+}
+
 /* The TMA kernel's launch: each block one tile with the y tile over the stages, or a
  * persistent grid of as many blocks as fit on the SMs at once, each with its own y tile
  * after fewer stages, looping over tiles, the next tile's loads running under this one's
@@ -583,7 +603,18 @@ bool launch_tma(const tma_set &set, const xconv_exec *e, cudaStream_t stream, in
     lay.own_copy = ev && strcmp(ev, "consumers") == 0;
     for (int i = 0; i < set.count; i++) /* the store warps' bulk copies take whole 16-byte rows */
         lay.own_copy |= !set.job[i].y_vec;
-    lay.nst = (room - epi) / STAGE < STAGES ? (room - epi) / STAGE : STAGES;
+    /* stages: as many as the configuration has (or the knob asks) and fit; where the
+     * configuration runs two blocks per SM (64-wide tiles), as many as let two fit:
+     * rn50_3x3_64 214 -> 280 TFLOP/s with 3 stages each against 4 stages in one block */
+    const wgmma_knobs kn = knobs_of();
+    int want = kn.nst > 0 ? kn.nst : STAGES;
+    if (kn.nst == 0 && cfg<MT, BN>::minb == 2) {
+        int per_sm = 0;
+        cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, q.device_index);
+        const int two = (per_sm / 2 - 1024 /* reserved per block */ - 2048 - epi) / STAGE;
+        if (two >= 3 && two < want) want = two;
+    }
+    lay.nst = (room - epi) / STAGE < want ? (room - epi) / STAGE : want;
     lay.epi = lay.nst * STAGE;
     lay.bars = (lay.epi + epi + 15) / 16 * 16;
     int64_t slots = 0;
@@ -603,7 +634,8 @@ bool launch_tma(const tma_set &set, const xconv_exec *e, cudaStream_t stream, in
     }
     const int smem = lay.bars + 2048;
     cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    const unsigned blocks = (unsigned)(persist && slots < set.tiles ? slots : set.tiles);
+    unsigned blocks = (unsigned)(persist && slots < set.tiles ? slots : set.tiles);
+    if (persist && kn.blocks > 0 && (unsigned)kn.blocks < blocks) blocks = (unsigned)kn.blocks;
     kern<<<blocks, TMA_THREADS, smem, stream>>>(set, (const char *)e->bias, (char *)e->y, yes, lay);
     return true;
 }

@@ -881,11 +881,15 @@ int main(void)
                 const char cfg[2] = {(char)('0' + (i / 2) % 7), 0};
                 setenv("XCONV_WGMMA_CFG", cfg, 1);
                 setenv("XCONV_WGMMA_PERSIST", (i / 14) % 2 ? "1" : "0", 1);
+                /* few blocks in the persistent grid, so that each runs many tiles */
+                const char blocks[2] = {(char)('1' + (i / 5) % 4), 0};
+                if (blocks[0] < '4') setenv("XCONV_WGMMA_BLOCKS", blocks, 1);
             }
             check_problem(&pb, (i & 1) ? FILL_REAL : FILL_EXACT);
             if (force) {
                 unsetenv("XCONV_WGMMA_CFG");
                 unsetenv("XCONV_WGMMA_PERSIST");
+                unsetenv("XCONV_WGMMA_BLOCKS");
             }
         }
     /* infinite weights over padding, on every engine that takes a float problem */
