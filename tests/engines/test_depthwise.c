@@ -10,6 +10,11 @@
  * reduced y; infinities and NaNs where cpu.ref puts them (a padded tap adds 0 * w). Every
  * byte of y's buffer outside its elements must keep its canary, and the planner must pick
  * cpu.depthwise for these problems.
+ * The 64-bit compute types on the fast path (f64, u64, i64, c64, c128: blocks of 8 channels,
+ * 4 for c128) run every case, view and layout, with infinities and NaNs (floats) and with
+ * integer extremes (wrapping); f64 and c128 also within 4 (K + 1) 2^-53 sum|x*w| of cpu.ref
+ * (K taps, bias one more): both sum in the same order, the engine rounding once per fused
+ * multiply-add (twice per complex tap), cpu.ref after each multiply and each add.
  */
 #include "common/engine_check.h"
 #include "common/ref_conv.h"
@@ -52,6 +57,14 @@ static const dw_case CASES[] = {
     {"1d kernel wider than x",     1, 1, 16, 1, {2},     {5},    {1},    {1},    {3},    {2}},
     {"3d 3x3x3",                   3, 1, 17, 1, {3, 4, 10}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}},
     {"3d multiplier 2 mixed",      3, 1, 4, 2,  {4, 3, 9},  {2, 2, 3}, {1, 1, 2}, {1, 1, 1}, {0, 1, 1}, {1, 0, 1}},
+    /* channels around the 64-bit kinds' blocks of 8 (4 for c128) */
+    {"2d 3x3 s1 width 9 c7",       2, 1, 7, 1,  {4, 9},  {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
+    {"2d 3x3 s1 width 13 c8",      2, 1, 8, 1,  {3, 13}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
+    {"2d 3x3 s2 width 8 c9",       2, 1, 9, 1,  {5, 16}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}},
+    {"2d 3x3 s1 width 6 c4",       2, 1, 4, 1,  {3, 6},  {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
+    {"1d 3 taps width 23 c3",      1, 1, 3, 1,  {23},    {3},    {1},    {1},    {1},    {1}},
+    {"1d 5 taps width 17 c5",      1, 1, 5, 1,  {17},    {5},    {1},    {1},    {2},    {2}},
+    {"1d 3 taps s2 width 9 c6",    1, 1, 6, 1,  {18},    {3},    {2},    {1},    {1},    {1}},
 };
 /* clang-format on */
 #define NCASES ((int)(sizeof CASES / sizeof CASES[0]))
@@ -63,6 +76,53 @@ static const xconv_dtype PAIRS[][2] = {
 
 
 static int compared;
+
+enum { FILL_RANDOM, FILL_NONFINITE, FILL_EXTREMES };
+
+/* Integer values at the edges of wrapping (mod 2^64 products and sums, and their 32-bit
+ * halves: a 32-bit multiply, or a lost high half, gets these wrong). */
+static const uint64_t EXTREMES[] = {0,
+                                    1,
+                                    2,
+                                    UINT64_MAX,
+                                    UINT64_MAX - 1,
+                                    (uint64_t)INT64_MAX,
+                                    (uint64_t)INT64_MAX + 1,
+                                    0xffffffffu,
+                                    0x100000000u,
+                                    0x100000001u,
+                                    0xffffffff00000000u,
+                                    0x8000000080000000u,
+                                    0x7fffffff7fffffffu};
+#define NEXTREMES ((int)(sizeof EXTREMES / sizeof EXTREMES[0]))
+
+/* Max |a - e| <= 4 (taps + 1) 2^-53 mag over y's elements for f64 and c128 y (see the
+ * header); non-finite mags (Inf or NaN inputs) are left to compare_outputs. */
+static int64_t compare_f64_tight(const tu_problem *p, const xconv_tensor *y, const xconv_tensor *yr,
+                                 const double *mag, const char *label)
+{
+    const double taps = (double)(p->k[0] * (p->d > 1 ? p->k[1] : 1) * (p->d > 2 ? p->k[2] : 1));
+    const double rel = 4.0 * (taps + 1.0) * ldexp(1.0, -53);
+    int64_t bad = 0, idx[XCONV_MAX_RANK], j[3];
+    for (int64_t n = 0; n < p->n; n++)
+        for (int64_t c = 0; c < p->cout; c++)
+            for (j[0] = 0; j[0] < p->y[0]; j[0]++)
+                for (j[1] = 0; j[1] < p->y[1]; j[1]++)
+                    for (j[2] = 0; j[2] < p->y[2]; j[2]++) {
+                        const double m = mag[tu_ylin(p, n, c, j)];
+                        if (!isfinite(m)) continue;
+                        tu_act_index(p->layout, p->d, n, c, j, idx);
+                        const int64_t off = tu_offset(y, idx);
+                        const tu_val a = tu_load(y->dtype, y->data, off), e = tu_load(y->dtype, yr->data, off);
+                        const double err = fmax(fabs(a.re - e.re), fabs(a.im - e.im));
+                        if (!isfinite(a.re + a.im) || !isfinite(e.re + e.im)) continue; /* a padding tap's Inf * 0 */
+                        if (!(err <= rel * m) && bad++ < 3)
+                            fprintf(stderr, "  %s: y[n%" PRId64 " c%" PRId64 " %" PRId64 ",%" PRId64 ",%" PRId64
+                                    "] differs from cpu.ref by %.3g, more than %.3g (sum|x*w| %.3g)\n",
+                                    label, n, c, j[0], j[1], j[2], err, rel * m, m);
+                    }
+    return bad;
+}
 
 /*
  * The fast path's f8 codecs against the library's scalar ones (src/core/dtypes.c), every
@@ -126,7 +186,7 @@ static void check_f8_codecs(xconv_dtype dt)
 }
 
 static void run_case(const dw_case *c, xconv_layout L, xconv_dtype xdt, xconv_dtype ydt, int view,
-                     bool bias, bool bias_in_y, bool nonfinite, tu_rng *r)
+                     bool bias, bool bias_in_y, int fill, tu_rng *r)
 {
     tu_problem p;
     memset(&p, 0, sizeof p);
@@ -146,20 +206,40 @@ static void run_case(const dw_case *c, xconv_layout L, xconv_dtype xdt, xconv_dt
     xconv_tensor b = make_view(bias_in_y ? ydt : xdt, 1, bs, view, 1u, false);
     xconv_tensor yr = make_view(ydt, rank, ys, view == V_BROADCAST ? V_PADDED : view, sp, true);
     fill_all(&x, r), fill_all(&w, r), fill_all(&b, r);
+    const bool nonfinite = fill == FILL_NONFINITE;
     if (nonfinite) { /* about one x and one w value in 8 becomes +Inf, -Inf or NaN */
         static const double specials[3] = {INFINITY, -INFINITY, NAN};
         xconv_tensor *tv[2] = {&x, &w};
         for (int q = 0; q < 2; q++) {
             const int64_t slots = (int64_t)(view_bytes(tv[q]) / xconv_dtype_size(xdt));
             for (int64_t i = 0; i < slots; i++)
-                if (tu_int(r, 0, 7) == 0)
-                    tu_store(xdt, tv[q]->data, i, (tu_val){0, specials[tu_int(r, 0, 2)], 0.0});
+                if (tu_int(r, 0, 7) == 0) {
+                    tu_val v = {0, specials[tu_int(r, 0, 2)], 0.0};
+                    if (tu_is_complex(xdt)) { /* the special in re, im or both */
+                        const int part = (int)tu_int(r, 0, 2);
+                        if (part > 0) v.im = v.re;
+                        if (part == 1) v.re = 2.0 * tu_unit(r) - 1.0;
+                    }
+                    tu_store(xdt, tv[q]->data, i, v);
+                }
+        }
+    }
+    if (fill == FILL_EXTREMES) { /* about one x, w and bias value in 2 becomes an extreme */
+        xconv_tensor *tv[3] = {&x, &w, &b};
+        for (int q = 0; q < 3; q++) {
+            const int64_t slots = (int64_t)(view_bytes(tv[q]) / xconv_dtype_size(tv[q]->dtype));
+            for (int64_t i = 0; i < slots; i++)
+                if (tu_int(r, 0, 1) == 0) {
+                    const uint64_t u = EXTREMES[tu_int(r, 0, NEXTREMES - 1)];
+                    tu_store(tv[q]->dtype, tv[q]->data, i, (tu_val){u, (double)u, 0.0});
+                }
         }
     }
     char desc[200], label[320];
     tu_describe(&p, desc, sizeof desc);
     snprintf(label, sizeof label, "%s: %s, %s views%s%s", c->name, desc, VIEW_NAMES[view],
-             bias ? "" : ", no bias", nonfinite ? ", infinities and NaNs" : "");
+             bias ? "" : ", no bias",
+             nonfinite ? ", infinities and NaNs" : fill == FILL_EXTREMES ? ", integer extremes" : "");
 
     xconv_error err;
     const char *used = NULL;
@@ -205,6 +285,11 @@ static void run_case(const dw_case *c, xconv_layout L, xconv_dtype xdt, xconv_dt
     compared++;
     int64_t bad = compare_outputs(&p, &y[1], &yr, mag, label);
     XT_CHECK(bad == 0, "%s: %" PRId64 " elements differ from cpu.ref", label, bad);
+    if (ydt == XCONV_DTYPE_F64 || ydt == XCONV_DTYPE_C128) {
+        const int64_t far = compare_f64_tight(&p, &y[1], &yr, mag, label);
+        XT_CHECK(far == 0, "%s: %" PRId64 " elements further from cpu.ref than 4 (K + 1) 2^-53 sum|x*w|",
+                 label, far);
+    }
     const size_t nb = view_bytes(&yr);
     XT_CHECK(memcmp(y[1].data, y[2].data, nb) == 0 && memcmp(y[1].data, y[3].data, nb) == 0,
              "%s: 1, 2 and 3 threads give different bits", label);
@@ -227,7 +312,7 @@ int main(void)
             for (int pi = 0; pi < NPAIRS; pi++, combo++) {
                 const xconv_layout L = li ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST;
                 run_case(&CASES[ci], L, PAIRS[pi][0], PAIRS[pi][1], combo % V_COUNT, combo % 3 != 0,
-                         (combo / V_COUNT) % 2 == 1, false, &r);
+                         (combo / V_COUNT) % 2 == 1, FILL_RANDOM, &r);
             }
     /* The fast path's float dtypes (f32, bf16, f16 -> f32, f8e4m3, f8e5m2) with infinities
      * and NaNs, every view */
@@ -236,7 +321,7 @@ int main(void)
         for (int q = 0; q < 7; q++)
             for (int v = 0; v < V_COUNT; v++, combo++)
                 run_case(&CASES[ci], XCONV_LAYOUT_CHANNELS_LAST, PAIRS[nonfinite_pairs[q]][0],
-                         PAIRS[nonfinite_pairs[q]][1], v, combo % 2 == 0, false, true, &r);
+                         PAIRS[nonfinite_pairs[q]][1], v, combo % 2 == 0, false, FILL_NONFINITE, &r);
     /* The fast path's 16- and 32-bit integers (u16, i16, u32, i32, u16 -> u32), every view:
      * the loop above gives each pair one view per case, which left some without the dense
      * channels-last views the fast path takes */
@@ -245,7 +330,26 @@ int main(void)
         for (int q = 0; q < 5; q++)
             for (int v = 0; v < V_COUNT; v++, combo++)
                 run_case(&CASES[ci], XCONV_LAYOUT_CHANNELS_LAST, PAIRS[wide_int_pairs[q]][0],
-                         PAIRS[wide_int_pairs[q]][1], v, combo % 2 == 0, false, false, &r);
+                         PAIRS[wide_int_pairs[q]][1], v, combo % 2 == 0, false, FILL_RANDOM, &r);
+    /* The fast path's 64-bit compute types (u64, i64, f64, c64, c128), every view of every
+     * case in both layouts (channels-first runs the portable planes path: the same checks
+     * against the same oracle), random fills; then channels-last with infinities and NaNs
+     * (floats) or integer extremes (u64, i64) */
+    static const int qword_pairs[] = {6, 7, 13, 14, 15};
+    for (int ci = 0; ci < NCASES; ci++)
+        for (int q = 0; q < 5; q++)
+            for (int li = 0; li < 2; li++)
+                for (int v = 0; v < V_COUNT; v++, combo++)
+                    run_case(&CASES[ci], li ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST,
+                             PAIRS[qword_pairs[q]][0], PAIRS[qword_pairs[q]][1], v, combo % 2 == 0,
+                             false, FILL_RANDOM, &r);
+    for (int ci = 0; ci < NCASES; ci++)
+        for (int q = 0; q < 5; q++)
+            for (int v = 0; v < V_COUNT; v++, combo++) {
+                const xconv_dtype xdt = PAIRS[qword_pairs[q]][0];
+                run_case(&CASES[ci], XCONV_LAYOUT_CHANNELS_LAST, xdt, PAIRS[qword_pairs[q]][1], v,
+                         combo % 2 == 0, false, tu_is_int(xdt) ? FILL_EXTREMES : FILL_NONFINITE, &r);
+            }
     check_f8_codecs(XCONV_DTYPE_F8E4M3);
     check_f8_codecs(XCONV_DTYPE_F8E5M2);
     printf("depthwise comparisons against cpu.ref: %d\n", compared);

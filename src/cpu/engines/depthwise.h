@@ -13,7 +13,10 @@
  *   compute f64, u64, c64, c128: x and y of that width (f64; i64 or u64; c64; c128), 64-bit
  *                lanes: f64 by fused multiply-adds, u64 by vpmullq + vpaddq (exact mod 2^64),
  *                complex interleaved (re, im) by two fused multiply-adds per tap,
- *                acc += x * (wr, wr) then acc += (xi, xr) * (-wi, wi).
+ *                acc += x * (wr, wr) then acc += (xi, xr) * (-wi, wi). A NaN is stored as
+ *                the one positive quiet NaN: which NaN operand a fused multiply-add passes on
+ *                depends on the instruction form the compiler picks, which differs between
+ *                the tiles and the border pixels, so NaN bits would depend on the split.
  * A channel block is one zmm of the compute type: 16 channels of 32 bits, 8 of f64, u64 or
  * c64, 4 of c128 (XCONV_DW_BLOCK). Weights are packed [channel block][K0*K1*K2][vectors]
  * in the compute type, one 64-byte vector per tap (u32 for 8-bit x: the low 16 bits of the
@@ -71,7 +74,9 @@ typedef enum xconv_dw_ykind {
     XCONV_DW_Y_B32,
     XCONV_DW_Y_B16,
     XCONV_DW_Y_B8,
-    XCONV_DW_Y_B64, /* f64, i64, u64, c64, c128: the compute type's bits */
+    XCONV_DW_Y_B64, /* i64, u64: the compute type's bits */
+    XCONV_DW_Y_F64, /* f64, c128: f64 lanes, NaNs stored as the one quiet NaN */
+    XCONV_DW_Y_C64, /* c64: f32 lanes, NaNs stored as the one quiet NaN */
     XCONV_DW_Y_NONE
 } xconv_dw_ykind;
 

@@ -208,7 +208,7 @@ bool xconv__dw_fast_kinds(const xconv_canon *p, xconv_dw_xkind *xk, xconv_dw_yki
               : p->ct == XCONV_CT_U64 ? XCONV_DW_X_B64
               : p->ct == XCONV_CT_C64 ? XCONV_DW_X_C64
                                       : XCONV_DW_X_C128;
-        *yk = XCONV_DW_Y_B64;
+        *yk = p->ct == XCONV_CT_U64 ? XCONV_DW_Y_B64 : p->ct == XCONV_CT_C64 ? XCONV_DW_Y_C64 : XCONV_DW_Y_F64;
         return true;
     }
     switch (p->x_dtype) {

@@ -182,13 +182,24 @@ DW_AI __m512i DW_NAME(dw_mac)(int xk, __m512i acc, dw_v2 xo, dw_v2 wo)
 #endif
 }
 
-/* Stores the 16 (or the masked) lanes of acc at p as y's dtype. Rounding as in
+/* Stores the lanes of acc (or the masked ones) at p as y's dtype. Rounding as in
  * src/core/dtypes.c: bf16 by the carry-propagating add, NaN -> quiet NaN of its high half;
  * f16 by the hardware's round-to-nearest-even, NaN -> sign | 0x7e00. */
 DW_AI void DW_NAME(dw_st)(int yk, char *p, __m512i acc, __mmask16 m, bool masked)
 {
     switch (yk) {
+    case XCONV_DW_Y_F64:
+    case XCONV_DW_Y_C64:
     case XCONV_DW_Y_B64:
+        if (yk == XCONV_DW_Y_F64) { /* NaNs as the one quiet NaN (depthwise.h) */
+            const __m512d v = _mm512_castsi512_pd(acc);
+            acc = _mm512_mask_mov_epi64(acc, _mm512_cmp_pd_mask(v, v, _CMP_UNORD_Q),
+                                        _mm512_set1_epi64(0x7ff8000000000000));
+        }
+        if (yk == XCONV_DW_Y_C64) {
+            const __m512 v = _mm512_castsi512_ps(acc);
+            acc = _mm512_mask_mov_epi32(acc, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_set1_epi32(0x7fc00000));
+        }
         if (masked) _mm512_mask_storeu_epi64(p, (__mmask8)m, acc);
         else _mm512_storeu_si512(p, acc);
         return;
