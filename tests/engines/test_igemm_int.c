@@ -7,7 +7,8 @@
  *     in place), both signednesses of x;
  *   - named problems whose sizes sit around the register block: output channels around the
  *     16-lane vectors and the 64-wide panel (1, 15, 17, 63, 64, 65, 130), position counts
- *     of every residue modulo the 6-row tile, reductions in one call, over several blocks of
+ *     of every residue modulo the 6-row tile and over several blocks of tiles (1x1 convs
+ *     run as plain GEMMs, x read in place), reductions in one call, over several blocks of
  *     packed weights (accumulating calls) and sliced within one run; conv and conv_transpose
  *     (tiles whose outputs hit no tap, tiles that mix taps);
  *   - both conventions (channels-first: y channels strided, the int32 tile path;
@@ -42,6 +43,9 @@ static const int_case CASES[] = {
     {"conv1d 1x1, 11 positions, 1 channel", CV, 1, 1, 4, 1, 1, {11}, {1}, {1}, {1}, {0}, {0}, {0}},
     {"conv2d 1x1, 35 positions, a panel and one channel",
      CV, 2, 1, 16, 65, 1, {5, 7}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, {0}},
+    {"conv2d 1x1, 2 images of 99 positions: several blocks of tiles, 3 panels",
+     CV, 2, 2, 12, 130, 1, {9, 11}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, {0}},
+    {"conv1d 1x1 stride 2, 40 positions", CV, 1, 1, 20, 24, 1, {80}, {1}, {2}, {1}, {0}, {0}, {0}},
     {"conv2d 3x3 padded, 63 channels",
      CV, 2, 1, 3, 63, 1, {6, 5}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}},
     {"conv2d 3x3 over 300 channels: runs over several blocks of weights",

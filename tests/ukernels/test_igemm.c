@@ -5,7 +5,8 @@
  * {0, 1, 3}, with and without init. Integers are compared bit for bit (wrapping), floats
  * within a few ulps of the sum of |products|; columns past n and rows past m must stay
  * untouched (canaries). The VNNI byte kernels also through kernel_y, which stores the sums'
- * low 1, 2 or 4 bytes into y rows and leaves c (its accumulate input) as it was.
+ * low 1, 2 or 4 bytes into y rows and leaves c (its accumulate input) as it was, and
+ * kernel_gemm, which runs any number of rows at even steps.
  */
 #include "cpu/ukernels/igemm.h"
 #include "harness.h"
@@ -245,6 +246,42 @@ static void run_vnni_case(const xconv_igemm_geom *g, bool a_unsigned, int m, int
     free(abuf), free(bbuf), free(a), free(b);
 }
 
+/* kernel_gemm: mt rows of A at a row step (with a gap past len), one panel, y rows at a row
+ * step (a gap past n values: canaries), every y width; oracle as above. */
+static void run_vnni_gemm_case(const xconv_igemm_geom *g, bool a_unsigned, int64_t mt, int n,
+                               int64_t len, bool with_init, int y_bytes)
+{
+    const int nr = g->nr;
+    const ptrdiff_t lda = (ptrdiff_t)len + 5, ldy = (ptrdiff_t)(nr + 3) * y_bytes;
+    unsigned char *abuf = malloc((size_t)(mt * lda)), *bbuf = malloc((size_t)(len * nr));
+    unsigned char *ybuf = malloc((size_t)(mt * ldy));
+    int32_t init[64];
+    for (int64_t i = 0; i < mt * lda; i++) abuf[i] = (unsigned char)rnd();
+    for (int64_t i = 0; i < len * nr; i++) bbuf[i] = (unsigned char)rnd();
+    for (int j = 0; j < nr; j++) init[j] = (int32_t)rnd();
+    memset(ybuf, 0xA5, (size_t)(mt * ldy));
+    g->kernel_gemm(mt, len, abuf, lda, bbuf, with_init ? init : NULL, ybuf, ldy, n, y_bytes);
+    int bad = 0;
+    for (int64_t i = 0; i < mt; i++)
+        for (int j = 0; j < nr + 3; j++) {
+            const unsigned char *cell = ybuf + i * ldy + j * y_bytes;
+            if (j >= n) {
+                for (int q = 0; q < y_bytes; q++) bad |= cell[q] != 0xA5;
+                continue;
+            }
+            uint32_t sum = with_init ? (uint32_t)init[j] : 0u;
+            for (int64_t l = 0; l < len; l++) {
+                const unsigned char av = abuf[i * lda + l];
+                const unsigned char bv = bbuf[(l / 4) * nr * 4 + j * 4 + l % 4];
+                sum += (uint32_t)(a_unsigned ? (int64_t)av * (int8_t)bv : (int64_t)(int8_t)av * bv);
+            }
+            for (int q = 0; q < y_bytes; q++) bad |= cell[q] != (unsigned char)(sum >> (8 * q));
+        }
+    XT_CHECK(!bad, "vnni gemm %s: mt %lld n %d len %lld init %d y_bytes %d",
+             a_unsigned ? "i8" : "u8", (long long)mt, n, (long long)len, with_init, y_bytes);
+    free(abuf), free(bbuf), free(ybuf);
+}
+
 int main(void)
 {
     for (int v = 0; v < 2; v++) {
@@ -265,6 +302,16 @@ int main(void)
                                 for (int yb = 0; yb < 4; yb++)
                                     run_vnni_case(g, v == 0, m, ns[a], lens[l], tapss[t], init,
                                                   acc, ybs[yb]);
+        /* kernel_gemm: row counts around the tiles of mr, and a whole group of tiles */
+        XT_CHECK(g->kernel_gemm != NULL, "the VNNI variant has a kernel_gemm");
+        if (!g->kernel_gemm) continue;
+        const int64_t mts[] = {1, 5, 6, 7, 12, 13, 48};
+        for (int mi = 0; mi < 7; mi++)
+            for (int a = 0; a < 9; a++)
+                for (int l = 0; l < 3; l++)
+                    for (int init = 0; init < 2; init++)
+                        for (int yb = 1; yb < 4; yb++)
+                            run_vnni_gemm_case(g, v == 0, mts[mi], ns[a], lens[l], init, ybs[yb]);
     }
 
     const char *isas[] = {"generic", "avx2", "avx512"};

@@ -68,6 +68,25 @@ static double ig_budget(const xconv_canon *p)
     return tenth > floor ? tenth : floor;
 }
 
+/* The step of n * s[0] + j0 * s[1] + j1 * s[2] + j2 * s[3] from one position to the next
+ * (size[] = {N, Y0, Y1, Y2}) when it is the same for every pair of neighbours: each dim of
+ * more than one index steps by the sizes and steps of those inside it. 0 when it is not,
+ * or when there is only one position. */
+static int64_t even_step(const int64_t size[4], const int64_t s[4])
+{
+    int64_t step = 0, inner = 0;
+    for (int i = 3; i >= 0; i--) {
+        if (size[i] == 1) continue;
+        if (!inner)
+            step = s[i], inner = size[i];
+        else if (s[i] != step * inner)
+            return 0;
+        else
+            inner *= size[i];
+    }
+    return step;
+}
+
 static ig_geom ig_geom_of(const xconv_canon *p)
 {
     ig_geom q;
@@ -115,6 +134,18 @@ static ig_geom ig_geom_of(const xconv_canon *p)
     q.kc = (int64_t)(IG_KC_BYTES / q.b_row);
     if (q.kc < 8) q.kc = 8;
     q.kc -= q.kc % 4;
+    /* VNNI 1x1 convs without padding whose x rows (dense channels) and y rows step evenly
+     * over all positions read x in place: each block of rows is shifted into the thread's
+     * slot just before its kernel_gemm calls, instead of a conversion pass over all of x. */
+    if (q.vnni && q.g->kernel_gemm && !tr && !padded && xconv__prod3(p->k_size) == 1 &&
+        p->x_sc == 1 && (q.y_fused || q.y_direct) && q.cin_r <= q.kc) {
+        const int64_t size[4] = {p->n, p->y_size[0], p->y_size[1], p->y_size[2]};
+        const int64_t sx[4] = {p->x_sn, p->stride[0] * p->x_ss[0], p->stride[1] * p->x_ss[1],
+                               p->stride[2] * p->x_ss[2]};
+        const int64_t sy[4] = {p->y_sn, p->y_ss[0], p->y_ss[1], p->y_ss[2]};
+        q.plain_x = even_step(size, sx) && even_step(size, sy);
+    }
+    if (q.plain_x) q.copy = q.pad_copy = false;
     for (int i = 0; i < 3; i++)
         q.xp[i] = p->x_size[i] + (q.pad_copy ? p->pad_lo[i] + p->pad_hi[i] : 0);
     const size_t img_bytes = (size_t)xconv__prod3(q.xp) * (size_t)(q.vnni ? q.cin_r : p->cin) * q.a_es;
@@ -137,6 +168,8 @@ static ig_geom ig_geom_of(const xconv_canon *p)
          * then (lazy) one panel of packed weights */
         q.slot_bytes = ptr_bytes(&q) + xconv__align64((size_t)(q.group * q.g->mr) * q.row_bytes) +
                        (q.vnni && tr ? xconv__align64((size_t)(q.group + 1) * q.row_bytes) : 0);
+        q.ablk_off = q.slot_bytes; /* plain_x: a block of shifted x rows */
+        if (q.plain_x) q.slot_bytes += xconv__align64((size_t)(q.group * q.g->mr * q.cin_r));
         q.panel_off = q.slot_bytes;
         if (q.lazy) q.slot_bytes += q.panel_bytes;
         q.total = q.slots + q.slot_bytes * threads;
@@ -416,6 +449,28 @@ static void tap_init(const ig_task *t, const char *wpanel, const void *base, int
     }
 }
 
+/* Whether this chunk's conv tiles run as a plain GEMM (t->plain_a, t->plain_y): VNNI tiles
+ * with one run of one call each (1x1 kernels, merged 1-D ones), no bounds checks, and y
+ * written by the kernel. */
+static void plain_steps(ig_task *t)
+{
+    const xconv_canon *p = t->e->p;
+    const ig_geom *q = t->q;
+    bool padded = false;
+    for (int i = 0; i < 3; i++) padded |= p->pad_lo[i] || p->pad_hi[i];
+    t->plain_a = t->plain_y = 0;
+    if (!q->vnni || !q->g->kernel_gemm || p->op != XCONV_OP_CONV || q->runs != 1 ||
+        (padded && !q->pad_copy) || q->len > q->kc || !(q->y_fused || q->y_direct))
+        return;
+    const int64_t size[4] = {t->nb, p->y_size[0], p->y_size[1], p->y_size[2]};
+    const int64_t sa[4] = {t->src_sn, p->stride[0] * t->src_ss[0], p->stride[1] * t->src_ss[1],
+                           p->stride[2] * t->src_ss[2]};
+    const int64_t sy[4] = {p->y_sn, p->y_ss[0], p->y_ss[1], p->y_ss[2]};
+    t->plain_a = even_step(size, sa);
+    t->plain_y = even_step(size, sy);
+    if (!t->plain_a || !t->plain_y) t->plain_a = t->plain_y = 0;
+}
+
 /* One kernel call over c's rows; the last call of a tile's reduction stores a fused y into
  * the rows yr instead (the sums never make a round trip through an int32 tile). */
 static inline void ig_call(const ig_geom *q, int64_t ntaps, int64_t len, const void *const *a,
@@ -520,7 +575,7 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
     const int64_t bstep = tr ? mx : 0;
 
     const int64_t gps = p->groups * q->panels;
-    int64_t built_blk = -1, built_g = -1;
+    int64_t built_blk = -1, built_g = -1, shifted_blk = -1;
     for (int64_t unit = begin;;) {
         int64_t u = unit++;
         if (t->left ? !take_unit(t, slot, &u) : u >= end) break;
@@ -549,6 +604,24 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
         const int64_t co = g * p->cout_g + panel * q->g->nr;
         const int cnt = (int)(p->cout_g - panel * q->g->nr < q->g->nr ? p->cout_g - panel * q->g->nr : q->g->nr);
         int64_t longest = 0;
+        if (t->plain_a) { /* the unit's positions [first, end) in one call */
+            const int64_t total = t->nb * xconv__prod3(p->y_size), first = tile0 * mr;
+            const int64_t mt = (tile0 + count) * mr < total ? count * mr : total - first;
+            const char *a0 = t->src + (t->src_off + first * t->plain_a) * t->src_es;
+            ptrdiff_t lda = (ptrdiff_t)(t->plain_a * t->src_es);
+            if (q->plain_x) { /* x in place: this block's rows shifted once for its panels */
+                unsigned char *ablk = (unsigned char *)scratch + q->ablk_off;
+                if (shifted_blk != blk)
+                    xconv__igemm_shift_rows(ablk, q->cin_r, a0, lda, mt, p->cin);
+                shifted_blk = blk;
+                a0 = (const char *)ablk, lda = (ptrdiff_t)q->cin_r;
+            }
+            char *y0 = (char *)e->y +
+                       (p->y_off + t->n0 * p->y_sn + first * t->plain_y + co * p->y_sc) * (int64_t)yes;
+            q->g->kernel_gemm(mt, q->len, a0, lda, wpanel, init, y0,
+                              (ptrdiff_t)(t->plain_y * (int64_t)yes), cnt, q->y_bytes);
+            continue;
+        }
 
         if (!tr)
             for (int64_t r = 0; r < q->runs; r++) b[r] = wpanel + runs[r].w;
@@ -666,6 +739,7 @@ static xconv_status ig_run(const xconv_exec *e, xconv_error *err)
         if (q.copy)
             xconv__parallel_for_slot(e->ctx, t.nb * q.xp[0] * q.xp[1], xconv__igemm_convert_x_range, &t);
         set_source(&t);
+        plain_steps(&t);
         if (p->op == XCONV_OP_CONV) {
             t.tiles = (t.nb * xconv__prod3(p->y_size) + q.g->mr - 1) / q.g->mr;
         } else {

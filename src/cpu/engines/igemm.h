@@ -19,6 +19,8 @@ typedef struct ig_geom {
     bool    y_fused;     /* dense integer y narrower than the sums: the last call of each
                           * tile's reduction stores it (kernel_y), other calls use C tiles */
     int     y_bytes;     /* y_fused: bytes per y value */
+    bool    plain_x;     /* VNNI 1x1 conv as plain GEMMs reading x in place (no copy): each
+                          * block of rows shifted into the slot at ablk_off */
     int64_t len;         /* values per run */
     int64_t runs;        /* runs per position for conv */
     int64_t panels;      /* output-channel panels per group */
@@ -41,7 +43,7 @@ typedef struct ig_geom {
     bool    lazy;
     size_t  panel_bytes, panel_off;
     /* workspace offsets */
-    size_t  bp, zero, xbuf, slots, slot_bytes, total;
+    size_t  bp, zero, xbuf, slots, slot_bytes, total, ablk_off;
 } ig_geom;
 
 static inline size_t xconv__align64(size_t v) { return (v + 63) & ~(size_t)63; }
@@ -66,6 +68,9 @@ typedef struct ig_task {
     /* where the A side reads x: the converted buffer or x itself, in elements of es bytes */
     const char       *src;
     int64_t           src_es, src_off, src_sn, src_ss[3];
+    /* conv tiles as one plain GEMM (kernel_gemm) when x rows and y rows step evenly over
+     * the chunk's positions: the steps, in src elements and y elements; 0: tile by tile */
+    int64_t           plain_a, plain_y;
 } ig_task;
 
 /* Writes `count` compute-type values (interleaved if complex) as one packed row of nr. */
@@ -79,6 +84,11 @@ void xconv__igemm_pack_weights_range(void *arg, int64_t begin, int64_t end, int 
 /* Converts rows [begin, end) of the chunk of images t->n0.. into the converted channels-last
  * buffer (item = (image, q0, q1)). */
 void xconv__igemm_convert_x_range(void *arg, int64_t begin, int64_t end, int slot);
+
+/* VNNI's x' of `rows` rows of 8-bit x with dense channels, row i at src + i * src_step
+ * bytes: dst row i (cin_r bytes) = x ^ 0x80, its channels past cin 0x80 (x = 0). */
+void xconv__igemm_shift_rows(unsigned char *dst, int64_t cin_r, const void *src,
+                             ptrdiff_t src_step, int64_t rows, int64_t cin);
 
 /* Every panel of the weights into t->blob, split over the context's threads. */
 void xconv__igemm_pack_all_weights(xconv_context *ctx, ig_task *t);

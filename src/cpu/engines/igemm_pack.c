@@ -136,6 +136,16 @@ void xconv__igemm_convert_x_range(void *arg, int64_t begin, int64_t end, int slo
     (void)slot;
 }
 
+void xconv__igemm_shift_rows(unsigned char *dst, int64_t cin_r, const void *src,
+                             ptrdiff_t src_step, int64_t rows, int64_t cin)
+{
+    for (int64_t i = 0; i < rows; i++, dst += cin_r) {
+        const unsigned char *s = (const unsigned char *)src + i * src_step;
+        for (int64_t c = 0; c < cin; c++) dst[c] = (unsigned char)(s[c] ^ 0x80u);
+        for (int64_t c = cin; c < cin_r; c++) dst[c] = 0x80;
+    }
+}
+
 /*
  * VNNI packing. Weights become bytes grouped by four reduction indices, [panel, K, cin_r/4,
  * nr, 4] (zeros past Cin and past the panel's channels), and each item also sums its block

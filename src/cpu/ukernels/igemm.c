@@ -61,7 +61,7 @@ static const char *const ISA_NAMES[ISA_COUNT] = {"generic", "avx2", "avx512"};
 
 /* nr = nv * (64 bytes / component bytes) */
 #define XI_GEOM(CT, t, isa, mr, nv, rt, ncomp) \
-    {CT, #isa, mr, (nv) * (int)(64 / sizeof(rt)), ncomp, igemm_##isa##_##t, NULL}
+    {CT, #isa, mr, (nv) * (int)(64 / sizeof(rt)), ncomp, igemm_##isa##_##t, NULL, NULL}
 
 static const xconv_igemm_geom GEOMS[XCONV_CT_COUNT][ISA_COUNT] = {
 #if XI_X86

@@ -12,7 +12,8 @@
  * four along the reduction: len is a multiple of 4; a[t*mr + i] points at len bytes of x';
  * b[t] at len/4 groups of nr*4 bytes (output channel j's four bytes at j*4); init and c are
  * nr int32 per row. kernel_y (igemm.h) writes the last call's sums into y rows of 1, 2 or
- * 4 bytes per value instead (y_bytes), so that a narrow y never goes through an int32 tile.
+ * 4 bytes per value instead (y_bytes), so that a narrow y never goes through an int32 tile;
+ * kernel_gemm runs whole blocks of rows that step evenly through x and y.
  */
 #include "cpu/ukernels/igemm.h"
 
@@ -27,6 +28,15 @@
 #define VNNI_NV 4 /* 4 zmm of 16 lanes: nr = 64 */
 
 static const int32_t vnni_zeros[VNNI_NV * 16];
+
+/* kernel_y is called from kernel_gemm too, and must stay one function: a copy specialized
+ * for that call (no accumulate: every row starts from the same init) loses the accumulators'
+ * registers in GCC. */
+#if defined(__clang__)
+#define VNNI_OPAQUE __attribute__((noinline))
+#else
+#define VNNI_OPAQUE __attribute__((noipa))
+#endif
 
 /* x_unsigned: x' is the unsigned operand (i8 x); else w is (u8 x). y: NULL to write the
  * int32 sums to c, else rows of y_bytes-wide values that get each sum's low bytes (vpmovdb /
@@ -111,23 +121,55 @@ vnni_u8(int64_t ntaps, int64_t len, const void *const *a, const void *const *b, 
     vnni_body(false, ntaps, len, a, b, init, c, m, n, accumulate, NULL, 4);
 }
 
-static __attribute__((target("avx512f,avx512bw,avx512vnni"))) void
+static VNNI_OPAQUE __attribute__((target("avx512f,avx512bw,avx512vnni"))) void
 vnni_i8_y(int64_t ntaps, int64_t len, const void *const *a, const void *const *b, const void *init,
           void *const *c, int m, int n, int accumulate, void *const *y, int y_bytes)
 {
     vnni_body(true, ntaps, len, a, b, init, c, m, n, accumulate, y, y_bytes);
 }
 
-static __attribute__((target("avx512f,avx512bw,avx512vnni"))) void
+static VNNI_OPAQUE __attribute__((target("avx512f,avx512bw,avx512vnni"))) void
 vnni_u8_y(int64_t ntaps, int64_t len, const void *const *a, const void *const *b, const void *init,
           void *const *c, int m, int n, int accumulate, void *const *y, int y_bytes)
 {
     vnni_body(false, ntaps, len, a, b, init, c, m, n, accumulate, y, y_bytes);
 }
 
+/* kernel_gemm: tiles of VNNI_MR rows over the even row steps, one kernel_y call each (not
+ * inlined: inside a loop over tiles GCC loses the accumulators' registers); a last partial
+ * tile reads its last live row again for the rows past mt (never stored). */
+static inline __attribute__((always_inline)) void
+vnni_gemm_body(xconv_igemm_ukr_y ky, int64_t mt, int64_t len, const void *a, ptrdiff_t lda,
+               const void *b, const void *init, void *y, ptrdiff_t ldy, int n, int y_bytes)
+{
+    const void *bp[1] = {b};
+    for (int64_t i0 = 0; i0 < mt; i0 += VNNI_MR) {
+        const int m = mt - i0 < VNNI_MR ? (int)(mt - i0) : VNNI_MR;
+        const void *ap[VNNI_MR];
+        void *yp[VNNI_MR];
+        for (int r = 0; r < VNNI_MR; r++) {
+            ap[r] = (const char *)a + (i0 + (r < m ? r : m - 1)) * lda;
+            yp[r] = (char *)y + (i0 + r) * ldy;
+        }
+        ky(1, len, ap, bp, init, NULL, m, n, 0, yp, y_bytes);
+    }
+}
+
+static void vnni_i8_gemm(int64_t mt, int64_t len, const void *a, ptrdiff_t lda, const void *b,
+                         const void *init, void *y, ptrdiff_t ldy, int n, int y_bytes)
+{
+    vnni_gemm_body(vnni_i8_y, mt, len, a, lda, b, init, y, ldy, n, y_bytes);
+}
+
+static void vnni_u8_gemm(int64_t mt, int64_t len, const void *a, ptrdiff_t lda, const void *b,
+                         const void *init, void *y, ptrdiff_t ldy, int n, int y_bytes)
+{
+    vnni_gemm_body(vnni_u8_y, mt, len, a, lda, b, init, y, ldy, n, y_bytes);
+}
+
 static const xconv_igemm_geom VNNI_GEOMS[2] = {
-    {XCONV_CT_U32, "avx512vnni", VNNI_MR, VNNI_NV * 16, 1, vnni_i8, vnni_i8_y},
-    {XCONV_CT_U32, "avx512vnni", VNNI_MR, VNNI_NV * 16, 1, vnni_u8, vnni_u8_y},
+    {XCONV_CT_U32, "avx512vnni", VNNI_MR, VNNI_NV * 16, 1, vnni_i8, vnni_i8_y, vnni_i8_gemm},
+    {XCONV_CT_U32, "avx512vnni", VNNI_MR, VNNI_NV * 16, 1, vnni_u8, vnni_u8_y, vnni_u8_gemm},
 };
 
 const xconv_igemm_geom *xconv__igemm_geom_vnni(bool x_unsigned_operand)
