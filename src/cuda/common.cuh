@@ -69,8 +69,10 @@ constexpr int XCONV_CUDA_TC_SET_MAX = 8;
  * driver does not allow one: w as B tiles of 128 bytes of channels x bn output channels;
  * x in im2col mode as A tiles of bm output positions x 128 bytes of channels, with *q the
  * kernel's view of p (negative dilations turned, their dims' bits in *flip) and *rank the
- * map's rank (3-5: the spatial dims kept, channels and images). */
+ * map's rank (3-5: the spatial dims kept, channels and images); y for the stores of bm x bn
+ * tiles, in boxes of bm positions x 128 bytes of channels. */
 bool xconv__cuda_map_w(const xconv_canon *p, const xconv_exec *e, int bn, CUtensorMap *map);
+bool xconv__cuda_map_y(const xconv_canon *p, const xconv_exec *e, int bm, int bn, CUtensorMap *map);
 bool xconv__cuda_map_x_im2col(const xconv_canon *p, const xconv_exec *e, int bm, CUtensorMap *map,
                               int *rank, int *flip, xconv_canon *q);
 

@@ -49,9 +49,14 @@
  * y's dtype (the library's rules, common.cuh's f32_to_bf16 / f32_to_f16_rne) into a
  * shared-memory tile, then 16-byte stores of whole rows where y allows. The bias and the
  * rows' y offsets are fetched before the tile's MMAs (epi_fetch). In the TMA kernel the
- * consumers only fill the tile: three store warps of the producer warpgroup copy it to y by
- * cp.async.bulk, one copy per row (y rows of whole 16-byte pieces; else the consumers copy),
- * while the consumers run the next tile's MMAs (rn50_1x1_256 94 -> 101 TFLOP/s).
+ * consumers only fill the tile: the producer warpgroup's store warps copy it to y while the
+ * consumers run the next tile's MMAs (rn50_1x1_256 94 -> 101 TFLOP/s): where y has a TMA view
+ * (channels-last, positions at one stride: xconv__cuda_map_y) one thread stores the tile as
+ * boxes of 128 bytes x BM rows, filled in the 128-byte swizzle; else the three warps copy it
+ * by cp.async.bulk, one copy per row (y rows of whole 16-byte pieces; else the consumers
+ * copy). (The row copies' operands are per thread, so the compiler issued them lane by lane:
+ * ncu put 16% of rn50_1x1_256's warp samples at the consumers' wait for the tile to be free
+ * and 12% in the store warps' issue loop.)
  * No atomics, no split of K: results are deterministic, and for exact inputs identical to
  * cuda.igemm_tc's and cpu.ref's.
  *
@@ -63,7 +68,8 @@
  * XCONV_WGMMA_CFG=0..6 forces a configuration (an index of CFGS); XCONV_WGMMA_TMA=1 keeps A on
  * cp.async, =0 loads B by cp.async too; XCONV_WGMMA_PERSIST=0/1 forces the one-tile-per-block
  * or the persistent grid of the TMA kernel; XCONV_WGMMA_EPI=consumers leaves the copy of the
- * y tile to y to the consumer warpgroups (as before the store warps).
+ * y tile to y to the consumer warpgroups (as before the store warps), =rows to the store warps'
+ * row copies even where y has a TMA view.
  */
 #include "cuda/wgmma_device.cuh"
 
@@ -260,7 +266,7 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
     cp_async_wait<0>();
     __syncthreads(); /* the pipeline's shared memory becomes the output tile */
 
-    wg_tile_fill<K, MT, BN>(acc, smem, p, pre, bias != nullptr, y_es, tid, [] { __syncthreads(); });
+    wg_tile_fill<K, MT, BN, false>(acc, smem, p, pre, bias != nullptr, y_es, tid, [] { __syncthreads(); });
     __syncthreads();
     wg_tile_out<MT, BN, THREADS>(smem, p, y, y_es, y_vec, tid, m0, o0, M);
 #else
@@ -378,10 +384,22 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
                 const int rows = (int)(sg.M - m0 < BM ? sg.M - m0 : BM);
                 const int row_bytes = (int)(J.p.cout_g - o0 < BN ? J.p.cout_g - o0 : BN) * y_es;
                 tile_full_wait();
-                for (int r = st; r < rows; r += STORE_THREADS)
-                    bulk_store(y + row_off[r] * y_es, smem_addr(tile + r * pitch), row_bytes);
-                bulk_commit();
-                bulk_wait_read(); /* the tile may be written again */
+                if (J.y_map) { /* BN y_es / 128 boxes by TMA, from one thread */
+                    if (st == 0) {
+                        const int64_t g = lt / (sg.tm * sg.tn);
+                        for (int b = 0; b < BN * y_es / BKB; b++)
+                            tma_store_y(&J.y, smem_addr(tile + b * BM * BKB),
+                                        (int)(g * J.p.cout_g + o0) + b * BKB / y_es, (int)m0);
+                        bulk_commit();
+                        bulk_wait_read();
+                    }
+                    __syncwarp();
+                } else {
+                    for (int r = st; r < rows; r += STORE_THREADS)
+                        bulk_store(y + row_off[r] * y_es, smem_addr(tile + r * pitch), row_bytes);
+                    bulk_commit();
+                    bulk_wait_read(); /* the tile may be written again */
+                }
                 if (t + step < ntile) tile_free_arrive();
             }
             bulk_wait_all();
@@ -485,8 +503,12 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
          * stages it may lie over; then once the store warps have copied the last one */
         if (t == first || lay.own_copy) consumers_sync();
         else tile_free_wait();
-        wg_tile_fill<K, MT, BN>(acc, smem + lay.epi, J.p, pre, bias != nullptr, y_es, tid,
-                                consumers_sync);
+        if (J.y_map && !lay.own_copy) /* boxes for the TMA stores */
+            wg_tile_fill<K, MT, BN, true>(acc, smem + lay.epi, J.p, pre, bias != nullptr, y_es,
+                                          tid, consumers_sync);
+        else
+            wg_tile_fill<K, MT, BN, false>(acc, smem + lay.epi, J.p, pre, bias != nullptr, y_es,
+                                           tid, consumers_sync);
         if (lay.own_copy) {
             consumers_sync();
             wg_tile_out<MT, BN, THREADS>(smem + lay.epi, J.p, y, y_es, J.y_vec, tid, m0, o0, cg.M);
@@ -547,6 +569,10 @@ bool make_set(const xconv_canon *ps, int n, const xconv_exec *e, int bm, int bn,
             !xconv__cuda_map_x_im2col(&ps[i], e, bm, &J.a, &J.a_rank, &J.flip, &J.p))
             return false;
         J.y_vec = xconv__cuda_y_vec(&ps[i], e);
+        /* measuring knob XCONV_WGMMA_EPI=rows: the store warps' row copies even where y has
+         * a TMA view */
+        const char *ev = getenv("XCONV_WGMMA_EPI");
+        J.y_map = !(ev && strcmp(ev, "rows") == 0) && J.y_vec && xconv__cuda_map_y(&ps[i], e, bm, bn, &J.y);
         J.tile0 = set->tiles;
         set->tiles += (ps[i].n * xconv__prod3(ps[i].y_size) + bm - 1) / bm *
                       ((ps[i].cout_g + bn - 1) / bn) * ps[i].groups;

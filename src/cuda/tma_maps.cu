@@ -70,6 +70,40 @@ bool xconv__cuda_map_w(const xconv_canon *p, const xconv_exec *e, int bn, CUtens
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+/* The TMA view of y for the wgmma kernel's stores of a BM x BN tile: dims (output channel of
+ * every group, output position), box 128 bytes x BM, 128-byte swizzle (the layout the
+ * epilogue fills its tile in: no bank conflicts, no padding); the copy engine clips rows
+ * past the last position and columns past the last channel. False (the store warps copy row
+ * by row) unless y's positions are one run at one stride (channels-last, dense over the
+ * spatial dims and images), its channels contiguous, BN's rows whole 128-byte boxes, a tile
+ * inside one group (groups 1 or cout/groups a multiple of BN), and the strides and base
+ * 16-byte aligned. */
+bool xconv__cuda_map_y(const xconv_canon *p, const xconv_exec *e, int bm, int bn, CUtensorMap *map)
+{
+    const int64_t es = (int64_t)xconv_dtype_size(p->y_dtype);
+    static encode_tiled_fn enc = (encode_tiled_fn)driver_fn("cuTensorMapEncodeTiled");
+    if (!enc || p->y_sc != 1 || (bn * es) % BKB || (p->groups > 1 && p->cout_g % bn)) return false;
+    const int64_t *Y = p->y_size, st = p->y_ss[2];
+    const bool dense = (Y[2] == 1 || st > 0) && (Y[1] == 1 || p->y_ss[1] == Y[2] * st) &&
+                       (Y[0] == 1 || p->y_ss[0] == Y[1] * Y[2] * st) &&
+                       (p->n == 1 || p->y_sn == Y[0] * Y[1] * Y[2] * st);
+    const int64_t M = p->n * Y[0] * Y[1] * Y[2], C = p->groups * p->cout_g;
+    const int64_t row = (M > 1 ? st : C) * es; /* bytes from one position to the next */
+    const uintptr_t base = (uintptr_t)e->y + (uintptr_t)(p->y_off * es);
+    if (!dense || (st < C && M > 1) || row % 16 || row >= (1ll << 40) || base % 16 || M < 1 ||
+        M > (1ll << 32) || C > (1ll << 32))
+        return false;
+    const cuuint64_t dims[2] = {(cuuint64_t)C, (cuuint64_t)M}, strides[1] = {(cuuint64_t)row};
+    const cuuint32_t box[2] = {(cuuint32_t)(BKB / es), (cuuint32_t)bm}, estr[2] = {1, 1};
+    const CUtensorMapDataType dt = es == 1   ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                   : es == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16
+                                             : CU_TENSOR_MAP_DATA_TYPE_UINT32;
+    return es <= 4 && enc(map, dt, 2, (void *)base, dims, strides, box, estr,
+                          CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                          CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 /* The TMA view of x for the A tiles in im2col mode: dims (channels, the spatial dims from
  * the innermost, images), dropping outer spatial dims that are size 1 everywhere (a 1-D or
  * 2-D problem's), so the map's rank is 3, 4 or 5; box BM pixels x 128 bytes, 128-byte

@@ -48,47 +48,60 @@ template <int N> __device__ __forceinline__ void cp_async_wait()
 /* A tile row of 8 chunks of 16 bytes in the 128-byte swizzle (tile base 1024-aligned). */
 __device__ __forceinline__ int swz(int row, int chunk) { return row * BKB + ((chunk ^ (row & 7)) << 4); }
 
-/* Two neighbouring elements (columns i, i + 1) of a y tile row, rounded once to YD and
- * written by one store of twice the width (i even, so it is aligned). */
+/* Two neighbouring elements (columns i, i + 1, i even) of a y tile row, rounded once to YD
+ * and written at dst by one store of twice the width. */
 template <xconv_dtype YD>
-__device__ __forceinline__ void store_pair_f32(unsigned char *row, int i, float lo, float hi)
+__device__ __forceinline__ void store_pair_f32(unsigned char *dst, float lo, float hi)
 {
-    if constexpr (YD == XCONV_DTYPE_BF16)
-        ((uint32_t *)row)[i / 2] = bf16x2_rne(lo, hi);
-    else if constexpr (YD == XCONV_DTYPE_F16) ((uint32_t *)row)[i / 2] = f16x2_rne(lo, hi);
-    else ((float2 *)row)[i / 2] = make_float2(lo, hi);
+    if constexpr (YD == XCONV_DTYPE_BF16) *(uint32_t *)dst = bf16x2_rne(lo, hi);
+    else if constexpr (YD == XCONV_DTYPE_F16) *(uint32_t *)dst = f16x2_rne(lo, hi);
+    else *(float2 *)dst = make_float2(lo, hi);
 }
 /* The same for integer sums: the low bits of each in YD's width (wrapping). */
 template <xconv_dtype YD>
-__device__ __forceinline__ void store_pair_int(unsigned char *row, int i, uint32_t lo, uint32_t hi)
+__device__ __forceinline__ void store_pair_int(unsigned char *dst, uint32_t lo, uint32_t hi)
 {
-    if constexpr (YD == XCONV_DTYPE_U8) ((uint16_t *)row)[i / 2] = (uint16_t)((lo & 0xffu) | hi << 8);
-    else if constexpr (YD == XCONV_DTYPE_U16) ((uint32_t *)row)[i / 2] = (lo & 0xffffu) | hi << 16;
-    else ((uint2 *)row)[i / 2] = make_uint2(lo, hi);
+    if constexpr (YD == XCONV_DTYPE_U8) *(uint16_t *)dst = (uint16_t)((lo & 0xffu) | hi << 8);
+    else if constexpr (YD == XCONV_DTYPE_U16) *(uint32_t *)dst = (lo & 0xffffu) | hi << 16;
+    else *(uint2 *)dst = make_uint2(lo, hi);
+}
+
+/* Where byte b of row r of a y tile lies: rows of pitch bytes, or (SWZ, for the TMA store of
+ * y) boxes of BM rows x 128 bytes, each in the 128-byte swizzle: a 16-byte chunk c of row r
+ * at chunk c ^ (r & 7). A pair of columns never straddles a chunk. */
+template <bool SWZ, int BM>
+__device__ __forceinline__ int tile_at_byte(int r, int b, int pitch)
+{
+    if constexpr (SWZ) return (b >> 7) * (BM * 128) + r * 128 + ((((b >> 4) & 7) ^ (r & 7)) << 4) + (b & 15);
+    else return r * pitch + b;
 }
 
 /* One warpgroup's 64 x BN accumulators plus bias into the shared y tile, rounded once to YD.
  * Thread layout (wgmma's, = mma.sync's C fragments): d[4j + 2h + e] is row lane/4 + 8h of
  * the warp's 16, column 8j + 2(lane%4) + e; the two columns e = 0, 1 go by one store (with
- * the 16-byte row padding, a warp's 4-byte stores hit 32 different banks). */
-template <xconv_dtype YD, int BN, class acc_t, class bias_t>
+ * the 16-byte row padding, or the swizzle, a warp's 4-byte stores hit 32 different banks).
+ * row0: the thread's first tile row. */
+template <xconv_dtype YD, int BN, bool SWZ, int BM, class acc_t, class bias_t>
 __device__ __forceinline__ void tile_store(const acc_t (&acc)[BN / 2], const bias_t *bv,
-                                           bool has_bias, unsigned char *tile, int pitch, int col0)
+                                           bool has_bias, unsigned char *tile, int pitch, int row0,
+                                           int col0)
 {
+    constexpr int ES = (int)(YD == XCONV_DTYPE_U8 ? 1 : YD == XCONV_DTYPE_BF16 || YD == XCONV_DTYPE_F16 || YD == XCONV_DTYPE_U16 ? 2 : 4);
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-        unsigned char *dst = tile + 8 * h * pitch;
+        const int r = row0 + 8 * h;
 #pragma unroll
         for (int j = 0; j < BN / 8; j++) {
             const int cidx = col0 + 8 * j;
+            unsigned char *dst = tile + tile_at_byte<SWZ, BM>(r, cidx * ES, pitch);
             if constexpr (std::is_same<acc_t, float>::value) {
                 float lo = acc[4 * j + 2 * h], hi = acc[4 * j + 2 * h + 1];
                 if (has_bias) lo += bv[cidx], hi += bv[cidx + 1];
-                store_pair_f32<YD>(dst, cidx, lo, hi);
+                store_pair_f32<YD>(dst, lo, hi);
             } else {
                 uint32_t lo = (uint32_t)acc[4 * j + 2 * h], hi = (uint32_t)acc[4 * j + 2 * h + 1];
                 if (has_bias) lo += bv[cidx], hi += bv[cidx + 1];
-                store_pair_int<YD>(dst, cidx, lo, hi);
+                store_pair_int<YD>(dst, lo, hi);
             }
         }
     }
@@ -116,13 +129,20 @@ __device__ __forceinline__ epi_pre<bias_t> epi_fetch(const xconv_canon &p, const
 }
 template <kind K> using bias_of = typename std::conditional<K == kind::bf16 || K == kind::f16, float, uint32_t>::type;
 
+/* The bytes of a y tile before its row offsets: rows of pitch bytes, or (SWZ) BM rows of BN
+ * y_es bytes in 128-byte boxes. */
+template <bool SWZ, int BM, int BN> __device__ __forceinline__ int tile_bytes(int y_es)
+{
+    return SWZ ? BM * BN * y_es : BM * (BN * y_es + 16);
+}
+
 /* The epilogue's first part, run by 256 threads (t: 0..255, warpgroup t / 128 owns tile rows
  * 64 MT (t / 128) ..): bias and one rounding to y's dtype into a [BM][BN] tile in shared
- * memory (pitch BN y_es + 16), the rows' y offsets after it (row_off, for the copy to y).
- * pre: this thread's epi_fetch for the tile. sync() is a barrier over those 256 threads; the
- * caller made sure that nothing reads or writes that shared memory any more. No barrier
- * after the tile is written. */
-template <kind K, int MT, int BN, class acc_t, class Sync>
+ * memory (rows of pitch BN y_es + 16, or SWZ: tile_at_byte's boxes), the rows' y offsets
+ * after it (row_off, for the copy to y). pre: this thread's epi_fetch for the tile. sync() is
+ * a barrier over those 256 threads; the caller made sure that nothing reads or writes that
+ * shared memory any more. No barrier after the tile is written. */
+template <kind K, int MT, int BN, bool SWZ, class acc_t, class Sync>
 __device__ __forceinline__ void wg_tile_fill(const acc_t (&acc)[MT][BN / 2], unsigned char *smem,
                                              const xconv_canon &p, const epi_pre<bias_of<K>> &pre,
                                              bool has_bias, int y_es, int tid, Sync sync)
@@ -132,27 +152,26 @@ __device__ __forceinline__ void wg_tile_fill(const acc_t (&acc)[MT][BN / 2], uns
     const int lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
     const int pitch = BN * y_es + 16;
     using bias_t = bias_of<K>;
-    int64_t *row_off = (int64_t *)(smem + BM * pitch);
-    bias_t *bv = (bias_t *)(smem + BM * pitch + BM * sizeof(int64_t));
+    int64_t *row_off = (int64_t *)(smem + tile_bytes<SWZ, BM, BN>(y_es));
+    bias_t *bv = (bias_t *)(smem + tile_bytes<SWZ, BM, BN>(y_es) + BM * sizeof(int64_t));
     if (tid < BM) row_off[tid] = pre.row_off;
     if (has_bias && tid < BN) bv[tid] = pre.bias;
     sync();
     const int col0 = (lane & 3) * 2;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) {
-        unsigned char *tile =
-            smem + (wg * 64 * MT + mt * 64 + (warp & 3) * 16 + (lane >> 2)) * pitch;
+        const int row0 = wg * 64 * MT + mt * 64 + (warp & 3) * 16 + (lane >> 2);
         if constexpr (is_float) {
             switch (p.y_dtype) {
-            case XCONV_DTYPE_BF16: tile_store<XCONV_DTYPE_BF16, BN>(acc[mt], bv, has_bias, tile, pitch, col0); break;
-            case XCONV_DTYPE_F16: tile_store<XCONV_DTYPE_F16, BN>(acc[mt], bv, has_bias, tile, pitch, col0); break;
-            default: tile_store<XCONV_DTYPE_F32, BN>(acc[mt], bv, has_bias, tile, pitch, col0); break;
+            case XCONV_DTYPE_BF16: tile_store<XCONV_DTYPE_BF16, BN, SWZ, BM>(acc[mt], bv, has_bias, smem, pitch, row0, col0); break;
+            case XCONV_DTYPE_F16: tile_store<XCONV_DTYPE_F16, BN, SWZ, BM>(acc[mt], bv, has_bias, smem, pitch, row0, col0); break;
+            default: tile_store<XCONV_DTYPE_F32, BN, SWZ, BM>(acc[mt], bv, has_bias, smem, pitch, row0, col0); break;
             }
         } else {
             switch (y_es) { /* integers: the low bits of the u32 sum in y's width */
-            case 1: tile_store<XCONV_DTYPE_U8, BN>(acc[mt], bv, has_bias, tile, pitch, col0); break;
-            case 2: tile_store<XCONV_DTYPE_U16, BN>(acc[mt], bv, has_bias, tile, pitch, col0); break;
-            default: tile_store<XCONV_DTYPE_U32, BN>(acc[mt], bv, has_bias, tile, pitch, col0); break;
+            case 1: tile_store<XCONV_DTYPE_U8, BN, SWZ, BM>(acc[mt], bv, has_bias, smem, pitch, row0, col0); break;
+            case 2: tile_store<XCONV_DTYPE_U16, BN, SWZ, BM>(acc[mt], bv, has_bias, smem, pitch, row0, col0); break;
+            default: tile_store<XCONV_DTYPE_U32, BN, SWZ, BM>(acc[mt], bv, has_bias, smem, pitch, row0, col0); break;
             }
         }
     }
@@ -212,6 +231,14 @@ __device__ __forceinline__ void bulk_wait_read()
     asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 }
 __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+/* One TMA store of a box of y (c: first channel, m: first position) from src, in this
+ * thread's current bulk group. */
+__device__ __forceinline__ void tma_store_y(const CUtensorMap *map, uint32_t src, int c, int m)
+{
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];"
+                 ::"l"((uint64_t)map), "r"(c), "r"(m), "r"(src)
+                 : "memory");
+}
 /* One TMA load of the B tile of stage (c, k2, k1, k0, o) into dst, completing on bar (whose
  * expected bytes the caller set). */
 __device__ __forceinline__ void tma_load_b(uint32_t dst, const CUtensorMap *map, uint32_t bar,
@@ -254,11 +281,13 @@ __device__ __forceinline__ void tma_load_a(uint32_t dst, const CUtensorMap *map,
  * tiles start in the launch's numbering. */
 struct tma_job {
     CUtensorMap b, a; /* w as B tiles, x in im2col mode as A tiles */
+    CUtensorMap y;    /* y for the tiles' stores, where y_map */
     xconv_canon p;
     long long tile0;
     int a_rank; /* 3, 4 or 5: the spatial dims the A map keeps plus channels and images */
     int flip;   /* bit d: dim d's taps run backwards in A (B's tap k0, k1, k2 is K - 1 - k) */
     bool y_vec; /* whole 16-byte pieces of y rows */
+    bool y_map; /* y has a TMA view (xconv__cuda_map_y): the tile goes out in boxes */
 };
 /* The problems of a launch (cuda.deconv_tc's stride phases, or one): a kernel parameter. */
 constexpr int MAX_JOBS = XCONV_CUDA_TC_SET_MAX;
