@@ -133,8 +133,7 @@ void xconv__igemm_convert_x_range(void *arg, int64_t begin, int64_t end, int slo
                 unsigned char *db = (unsigned char *)px;
                 const int64_t cin = p->cin;
                 if (ch == cin && p->x_ss[2] == cin) { /* the whole row at once */
-                    const int64_t nb = cin * (p->x_size[2] - a2);
-                    for (int64_t c = 0; c < nb; c++) db[c] = (unsigned char)(sb[c] ^ 0x80u);
+                    xconv__igemm_vnni_shift(db, sb, cin * (p->x_size[2] - a2));
                     break;
                 }
                 if (cin == 3 && p->x_ss[2] == 3) { /* RGB pixels into groups of 4 (rn50_conv1) */
@@ -158,8 +157,7 @@ void xconv__igemm_shift_rows(unsigned char *dst, int64_t cin_r, const void *src,
                              ptrdiff_t src_step, int64_t rows, int64_t cin)
 {
     for (int64_t i = 0; i < rows; i++, dst += cin_r) {
-        const unsigned char *s = (const unsigned char *)src + i * src_step;
-        for (int64_t c = 0; c < cin; c++) dst[c] = (unsigned char)(s[c] ^ 0x80u);
+        xconv__igemm_vnni_shift(dst, (const unsigned char *)src + i * src_step, cin);
         for (int64_t c = cin; c < cin_r; c++) dst[c] = 0x80;
     }
 }

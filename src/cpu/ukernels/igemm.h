@@ -64,6 +64,10 @@ const xconv_igemm_geom *xconv__igemm_geom_isa(xconv_ctype ct, const char *isa);
  * variant (x' unsigned operand) or the u8 one; NULL when the CPU lacks VNNI. */
 const xconv_igemm_geom *xconv__igemm_geom_vnni(bool x_unsigned_operand);
 
+/* dst[i] = src[i] ^ 0x80 for i < n (VNNI's x' of 8-bit x), 64 bytes at a time; only called
+ * where xconv__igemm_geom_vnni is not NULL (AVX512-BW runs). */
+void xconv__igemm_vnni_shift(void *dst, const void *src, int64_t n);
+
 /* cpu.igemm's workspace floor in bytes (16 MiB): a plan's workspace stays under
  * max(floor, 10% of x + w + y), packing weights panel by panel when all of them would not
  * fit. Tests lower it to reach that path with small problems. */

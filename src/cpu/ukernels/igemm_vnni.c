@@ -172,6 +172,22 @@ static const xconv_igemm_geom VNNI_GEOMS[2] = {
     {XCONV_CT_U32, "avx512vnni", VNNI_MR, VNNI_NV * 16, 1, vnni_u8, vnni_u8_y, vnni_u8_gemm},
 };
 
+__attribute__((target("avx512f,avx512bw"))) void xconv__igemm_vnni_shift(void *dst,
+                                                                          const void *src,
+                                                                          int64_t n)
+{
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64)
+        _mm512_storeu_si512((char *)dst + i,
+                            _mm512_xor_si512(_mm512_loadu_si512((const char *)src + i), flip));
+    if (i < n) {
+        const __mmask64 k = (__mmask64)-1 >> (64 - (n - i));
+        const __m512i v = _mm512_maskz_loadu_epi8(k, (const char *)src + i);
+        _mm512_mask_storeu_epi8((char *)dst + i, k, _mm512_xor_si512(v, flip));
+    }
+}
+
 const xconv_igemm_geom *xconv__igemm_geom_vnni(bool x_unsigned_operand)
 {
     if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
@@ -184,5 +200,11 @@ const xconv_igemm_geom *xconv__igemm_geom_vnni(bool x_unsigned_operand)
 {
     (void)x_unsigned_operand;
     return NULL;
+}
+
+void xconv__igemm_vnni_shift(void *dst, const void *src, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        ((unsigned char *)dst)[i] = (unsigned char)(((const unsigned char *)src)[i] ^ 0x80u);
 }
 #endif
