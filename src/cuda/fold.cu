@@ -2,37 +2,53 @@
  * fold.cu — "cuda.fold_tc": convs with few input channels (rn50's first layer: 3) on the
  * tensor cores. Their channel runs are shorter than the 16 bytes the fast loaders take, so
  * cuda.igemm_tc falls back to element loads (22 TFLOP/s on rn50_conv1). This engine folds the
- * innermost kernel dim into the channels, in the workspace:
+ * innermost kernel dim, and P taps of the next one, into the channels, in the workspace:
  *
- *   x'[n, a0, a1, j2, (k2, c)] = x[n, c, a0, a1, j2*s2 + k2*t2 - lo2]   (0 outside x)
- *   w'[o, k0, k1, (k2, c)]     = w[o, c, k0, k1, k2]
+ *   x'[n, a0, r, j2, (p, k2, c)] = x[n, c, a0, r + p*t1 - lo1, j2*s2 + k2*t2 - lo2]
+ *                                                     (0 outside x)
+ *   w'[o, k0, u, (p, k2, c)]     = w[o, c, k0, u*P + p, k2]     (0 for u*P + p >= K1)
  *
- * channels-last, (k2, c) padded with zeros to a multiple of 16 bytes, and runs the conv over
- * dims 0 and 1 (kernel K0 x K1 x 1, the same strides, dilations and padding there) on the
- * tensor-core kernels (cuda.igemm_wgmma's where it fits, else cuda.igemm_tc's 16-byte
- * loader). The products and their order per output are the same terms; y is written in place.
+ * channels-last, (p, k2, c) padded with zeros to a multiple of 16 bytes, and runs the conv over
+ * dims 0 and 1 (kernel K0 x ceil(K1 / P) x 1; dim 1 at stride s1, dilation P*t1 and no
+ * padding: x' holds the rows r = 0 .. (Y1 - 1) s1 + (ceil(K1 / P) - 1) P t1 that the windows
+ * read) on the tensor-core kernels (cuda.igemm_wgmma's where it fits, else cuda.igemm_tc's
+ * 16-byte loader). The products per output are the same terms, plus zeros; y is written in
+ * place. P is the fold with the fewest 128-byte K stages (the kernels' unit): rn50_conv1's
+ * 21 folded channels (48 bytes with padding) took a whole stage per tap, 7 per output tile;
+ * with P = 3, 63 channels fill 3 stages of 128 bytes (x' is 2.7x larger).
  */
 #include "cuda/common.cuh"
+
+#include <stdlib.h>
 
 namespace {
 
 struct fold_layout {
     xconv_canon q;
-    int64_t     kc, cpad;   /* folded channels (K2 * Cin) and their padded count */
+    int64_t     kc, cpad;   /* folded channels (P * K2 * Cin) and their padded count */
+    int64_t     rows;       /* P: taps of dim 1 per folded tap */
     size_t      x_bytes, w_bytes;
 };
 
-fold_layout layout_of(const xconv_canon *p)
+/* The fold with P taps of dim 1 per folded tap. */
+fold_layout layout_with(const xconv_canon *p, int64_t P)
 {
     fold_layout l;
     const int64_t es = (int64_t)xconv_dtype_size(p->x_dtype), per16 = 16 / es;
-    l.kc = p->k_size[2] * p->cin;
+    l.rows = P;
+    l.kc = P * p->k_size[2] * p->cin;
     l.cpad = (l.kc + per16 - 1) / per16 * per16;
     l.q = *p;
     xconv_canon &q = l.q;
     q.cin = q.cin_g = l.cpad;
     q.x_size[2] = p->y_size[2];
     q.k_size[2] = 1, q.stride[2] = 1, q.dil[2] = 1, q.pad_lo[2] = q.pad_hi[2] = 0;
+    if (P > 1) {
+        q.k_size[1] = (p->k_size[1] + P - 1) / P;
+        q.dil[1] = P * p->dil[1];
+        q.pad_lo[1] = q.pad_hi[1] = 0;
+        q.x_size[1] = (p->y_size[1] - 1) * p->stride[1] + (q.k_size[1] - 1) * q.dil[1] + 1;
+    }
     q.x_off = 0, q.x_sc = 1;
     xconv__cuda_dense_strides(q.x_size, l.cpad, q.x_ss);
     q.x_sn = p->n > 1 ? xconv__prod3(q.x_size) * l.cpad : 0;
@@ -44,50 +60,119 @@ fold_layout layout_of(const xconv_canon *p)
     return l;
 }
 
-/* One thread per folded pixel (n, a0, a1, j2): its cpad values, gathered along dim 2 and
- * written as 16-byte chunks (cpad * sizeof(T) is a multiple of 16). */
-template <typename T>
-__global__ void fold_x(const xconv_canon p, const T *x, T *xo, int cpad, int64_t pixels)
+/* 128-byte K stages per output tile of a fold. */
+int64_t stages_of(const fold_layout &l, int64_t es)
 {
-    const int64_t pix = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (pix >= pixels) return;
-    int64_t t = pix;
+    return xconv__prod3(l.q.k_size) * ((l.cpad * es + 127) / 128);
+}
+
+/* P: the fewest stages, then the smallest x' (the smallest P). Measuring knob:
+ * XCONV_FOLD_ROWS=n forces P = n (at most K1). */
+fold_layout layout_of(const xconv_canon *p)
+{
+    const int64_t es = (int64_t)xconv_dtype_size(p->x_dtype);
+    if (const char *v = getenv("XCONV_FOLD_ROWS"))
+        if (atoi(v) >= 1) return layout_with(p, atoi(v) < p->k_size[1] ? atoi(v) : p->k_size[1]);
+    fold_layout best = layout_with(p, 1);
+    for (int64_t P = 2; P <= p->k_size[1] && P <= 16; P++) {
+        const fold_layout l = layout_with(p, P);
+        if (stages_of(l, es) < stages_of(best, es)) best = l;
+    }
+    return best;
+}
+
+/* Where value f = (u, k2, c) of a folded pixel comes from, relative to the pixel's own
+ * corner (row r, column j2 s2): x rows + du, columns + dk, element offset off; past kc, du
+ * puts it outside x (a zero). */
+struct fold_tap {
+    int64_t off;
+    int du, dk;
+};
+
+/* x' by warps: a warp takes 32 folded pixels (n, a0, r, j2) of x' (xs1: x''s rows), each
+ * lane finds one pixel's corner, then the warp writes the pixels' cpad / PER 16-byte chunks
+ * in order, lane by lane (512 contiguous bytes per store), each value's source from a
+ * per-block table (dynamic shared memory, cpad entries). (A thread per pixel writing its own
+ * chunks, 128 bytes apart across the warp, ran rn50_conv1's fold in 400 us at 23% of the
+ * DRAM rate; a thread per chunk dividing f into (u, k2, c) per value was instruction-bound.) */
+template <typename T>
+__global__ void fold_x(const xconv_canon p, const T *x, T *xo, int cpad, int P, int64_t xs1,
+                       int64_t pixels)
+{
+    extern __shared__ fold_tap tab[];
+    const int cin = (int)p.cin, per_row = (int)p.k_size[2] * cin, kc = P * per_row;
+    for (int f = threadIdx.x; f < cpad; f += blockDim.x) {
+        const int u = f / per_row, k2 = f % per_row / cin, c = f % cin;
+        /* with P == 1, x' keeps x's rows (dim 1 not folded) */
+        const int du = f >= kc ? -(1 << 30) : P == 1 ? 0 : (int)(u * p.dil[1] - p.pad_lo[1]);
+        const int dk = (int)(k2 * p.dil[2] - p.pad_lo[2]);
+        tab[f] = fold_tap{du * p.x_ss[1] + dk * p.x_ss[2] + c * p.x_sc, du, dk};
+    }
+    __syncthreads();
+    const int lane = threadIdx.x & 31;
+    const int64_t pix0 = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) - lane;
+    if (pix0 >= pixels) return;
+    /* this lane's pixel's corner: its element offset in x, row and first column */
+    int64_t t = pix0 + lane < pixels ? pix0 + lane : pix0;
     const int64_t j2 = t % p.y_size[2];
     t /= p.y_size[2];
-    const int64_t a1 = t % p.x_size[1];
-    t /= p.x_size[1];
+    const int64_t r = t % xs1;
+    t /= xs1;
     const int64_t a0 = t % p.x_size[0], n = t / p.x_size[0];
-    const T *row = x + p.x_off + n * p.x_sn + a0 * p.x_ss[0] + a1 * p.x_ss[1];
-    uint4 *out = (uint4 *)(xo + pix * cpad);
+    const int c2 = (int)(j2 * p.stride[2]);
+    const int64_t base = p.x_off + n * p.x_sn + a0 * p.x_ss[0] + r * p.x_ss[1] + c2 * p.x_ss[2];
+    const int rr = (int)r;
+    const uint32_t X1 = (uint32_t)p.x_size[1], X2 = (uint32_t)p.x_size[2];
     constexpr int PER = 16 / sizeof(T);
-    union { uint4 v; T e[PER]; } chunk;
-    int f = 0;
-    for (int k2 = 0; k2 < (int)p.k_size[2]; k2++) {
-        const int64_t a2 = j2 * p.stride[2] + k2 * p.dil[2] - p.pad_lo[2];
-        const bool in = a2 >= 0 && a2 < p.x_size[2];
-        const T *px = row + a2 * p.x_ss[2];
-        for (int c = 0; c < (int)p.cin; c++) {
-            chunk.e[f % PER] = in ? px[c * p.x_sc] : T(0);
-            if (++f % PER == 0) out[f / PER - 1] = chunk.v;
+    const int cpp = cpad / PER; /* chunks per pixel */
+    const int npix = pixels - pix0 < 32 ? (int)(pixels - pix0) : 32;
+    uint4 *out = (uint4 *)(xo + pix0 * cpad);
+    /* chunk k of the warp's pixels: its value i's source from taps(i) */
+    auto chunk_at = [&](int k, int64_t b, int pr, int pc, auto taps) {
+        union { uint4 v; T e[PER]; } chunk;
+#pragma unroll
+        for (int i = 0; i < PER; i++) {
+            const fold_tap tp = taps(i);
+            const bool in = (uint32_t)(pr + tp.du) < X1 && (uint32_t)(pc + tp.dk) < X2;
+            chunk.e[i] = in ? x[b + tp.off] : T(0);
         }
-    }
-    for (; f < cpad;) {
-        chunk.e[f % PER] = T(0);
-        if (++f % PER == 0) out[f / PER - 1] = chunk.v;
+        out[k] = chunk.v;
+    };
+    /* With cpp dividing 32 a lane's chunk index q never changes: its PER taps stay in
+     * registers (ncu: the per-value table reads held L1 at 99% and the fold at 9% of the DRAM
+     * rate). */
+    const bool fixed_q = 32 % cpp == 0;
+    fold_tap mine[PER];
+#pragma unroll
+    for (int i = 0; i < PER; i++) mine[i] = tab[fixed_q ? lane % cpp * PER + i : i];
+    for (int k0 = 0; k0 < npix * cpp; k0 += 32) { /* the whole warp, for the shuffles */
+        const int k = k0 + lane < npix * cpp ? k0 + lane : k0;
+        const int pl = k / cpp, q = k - pl * cpp;
+        const int64_t b = __shfl_sync(0xffffffffu, base, pl);
+        const int pr = __shfl_sync(0xffffffffu, rr, pl), pc = __shfl_sync(0xffffffffu, c2, pl);
+        if (k != k0 + lane) continue;
+        if (fixed_q)
+            chunk_at(k, b, pr, pc, [&](int i) { return mine[i]; });
+        else
+            chunk_at(k, b, pr, pc, [&](int i) { return tab[q * PER + i]; });
     }
 }
 
+/* w'[o, k0, u, f] for f = (p, k2, c) < kc: w[o, c, k0, u P + p, k2], zero past K1 and kc;
+ * kq1: w' taps along dim 1. */
 template <typename T>
-__global__ void fold_w(const xconv_canon p, const T *w, T *wo, int64_t kc, int64_t cpad,
-                       int64_t total)
+__global__ void fold_w(const xconv_canon p, const T *w, T *wo, int64_t kc, int64_t cpad, int P,
+                       int64_t kq1, int64_t total)
 {
     const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (e >= total) return;
-    const int64_t f = e % cpad, k1 = e / cpad % p.k_size[1], k0 = e / (cpad * p.k_size[1]) % p.k_size[0];
-    const int64_t o = e / (cpad * p.k_size[1] * p.k_size[0]);
+    const int64_t f = e % cpad, u = e / cpad % kq1, k0 = e / (cpad * kq1) % p.k_size[0];
+    const int64_t o = e / (cpad * kq1 * p.k_size[0]);
     T v = 0;
-    if (f < kc) {
-        const int64_t k2 = f / p.cin, c = f % p.cin;
+    const int64_t per_row = p.k_size[2] * p.cin;
+    const int64_t k1 = u * P + f / per_row;
+    if (f < kc && k1 < p.k_size[1]) {
+        const int64_t k2 = f % per_row / p.cin, c = f % p.cin;
         v = w[p.w_off + o * p.w_so + c * p.w_si + k0 * p.w_sk[0] + k1 * p.w_sk[1] + k2 * p.w_sk[2]];
     }
     wo[e] = v;
@@ -105,6 +190,8 @@ bool fold_supports(const xconv_canon *p, const char **why_not)
     if ((p->cin * es) % 16 == 0)
         return *why_not = "cuda.fold_tc is for channel runs shorter than 16 bytes", false;
     const fold_layout l = layout_of(p);
+    if (l.cpad * (int64_t)sizeof(fold_tap) > 48 * 1024)
+        return *why_not = "cuda.fold_tc: too many folded channels for its table", false;
     const char *why;
     if (!xconv__cuda_igemm_fast_why(&l.q, &why))
         return *why_not = "cuda.fold_tc: the folded conv does not take the 16-byte tensor-core loader",
@@ -118,11 +205,15 @@ size_t fold_workspace_bytes(const xconv_canon *p)
     return l.x_bytes + l.w_bytes;
 }
 
-/* The tensor-core rate on the padded channels, plus writing and reading x' once. */
+/* The tensor-core rate on the stages' channels (128 bytes each), plus writing and reading x'
+ * once. */
 double fold_cost(const xconv_canon *p)
 {
     const fold_layout l = layout_of(p);
-    return 0.015 * (double)l.cpad / (double)l.kc * p->flops + 3.0 * (double)l.x_bytes + 6e4;
+    const int64_t es = (int64_t)xconv_dtype_size(p->x_dtype);
+    const double used = (double)(xconv__prod3(p->k_size) * p->cin * es); /* bytes of K */
+    return 0.015 * (double)(stages_of(l, es) * 128) / used * p->flops + 3.0 * (double)l.x_bytes +
+           6e4;
 }
 
 template <typename T>
@@ -132,9 +223,11 @@ void launch_folds(const xconv_canon *p, const xconv_exec *e, const fold_layout &
     const int64_t pixels = p->n * xconv__prod3(l.q.x_size);
     const int64_t wt = p->cout * xconv__prod3(l.q.k_size) * l.cpad;
     if (pixels > 0)
-        fold_x<T><<<(unsigned)((pixels + 127) / 128), 128, 0, stream>>>(*p, (const T *)e->x, xo, (int)l.cpad, pixels);
+        fold_x<T><<<(unsigned)((pixels + 127) / 128), 128, l.cpad * sizeof(fold_tap), stream>>>(
+            *p, (const T *)e->x, xo, (int)l.cpad, (int)l.rows, l.q.x_size[1], pixels);
     if (wt > 0)
-        fold_w<T><<<(unsigned)((wt + 255) / 256), 256, 0, stream>>>(*p, (const T *)e->w, wo, l.kc, l.cpad, wt);
+        fold_w<T><<<(unsigned)((wt + 255) / 256), 256, 0, stream>>>(
+            *p, (const T *)e->w, wo, l.kc, l.cpad, (int)l.rows, l.q.k_size[1], wt);
 }
 
 xconv_status fold_run(const xconv_exec *e, xconv_error *err)
