@@ -58,8 +58,6 @@ typedef enum xconv_dw_xkind {
  * others sum in u32 or u64 */
 #define XCONV_DW_X_FLOAT(xk) ((xk) <= XCONV_DW_X_C128)
 #define XCONV_DW_X_COMPLEX(xk) ((xk) == XCONV_DW_X_C64 || (xk) == XCONV_DW_X_C128)
-/* x kinds on 64-bit lanes (masks have a bit per 64 bits) */
-#define XCONV_DW_X_QWORD(xk) (((xk) >= XCONV_DW_X_F64 && (xk) <= XCONV_DW_X_C128) || (xk) == XCONV_DW_X_B64)
 /* packed weight vectors per tap */
 #define XCONV_DW_WVECS(xk) (XCONV_DW_X_COMPLEX(xk) ? 2 : 1)
 /* u32 kinds whose 16-bit weights multiply by vpmaddwd / vpdpwssd */

@@ -444,7 +444,9 @@ DW_AI void DW_NAME(dw_pt_blocks)(const dw_row *r, int xk, int yk, bool checked, 
 /* Outputs [a, b) of the item's R rows: the border outputs (taps in the padding) one at a
  * time, the interior in tiles of 6, then at most one each of 4, 2 and 1. Tiles of 6 (12
  * accumulators and 9 weights) leave the compiler registers to spare: tiles of 8 spilled and
- * measured 5-10% slower on the MobileNet shapes, tiles of 4 and 5 about the same as 6. */
+ * measured 5-10% slower on the MobileNet shapes, tiles of 4 and 5 about the same as 6.
+ * Complex kinds hold 18 weight vectors, so some live in L1 (spilled) rather than registers;
+ * their tiles of 4 (no spills) measured the same as 6 on the MobileNet shapes. */
 DW_AI void DW_NAME(dw_pair)(const dw_row *r, int xk, int yk, int R, int S, int64_t lo_in, int64_t hi_in)
 {
     const xconv_canon *p = r->p;
