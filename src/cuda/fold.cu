@@ -66,17 +66,20 @@ int64_t stages_of(const fold_layout &l, int64_t es)
     return xconv__prod3(l.q.k_size) * ((l.cpad * es + 127) / 128);
 }
 
-/* P: the fewest stages, then the smallest x' (the smallest P). Measuring knob:
- * XCONV_FOLD_ROWS=n forces P = n (at most K1). */
+/* P: the fewest stages, then the smallest x' (the smallest P), among P = 1 and, for 2-byte
+ * x, the folds whose pixels are whole 128-byte blocks (the TMA im2col loads). Measured on
+ * rn50_conv1: bf16/f16 P = 3 68 TFLOP/s against 38 at P = 1; i8 P = 1 51 TOP/s against 44 at
+ * P = 6 (128 bytes, 4x the x' of P = 1) and 24 at P = 4 (96 bytes, cp.async loads).
+ * Measuring knob: XCONV_FOLD_ROWS=n forces P = n (at most K1). */
 fold_layout layout_of(const xconv_canon *p)
 {
     const int64_t es = (int64_t)xconv_dtype_size(p->x_dtype);
     if (const char *v = getenv("XCONV_FOLD_ROWS"))
         if (atoi(v) >= 1) return layout_with(p, atoi(v) < p->k_size[1] ? atoi(v) : p->k_size[1]);
     fold_layout best = layout_with(p, 1);
-    for (int64_t P = 2; P <= p->k_size[1] && P <= 16; P++) {
+    for (int64_t P = 2; es == 2 && P <= p->k_size[1] && P <= 16; P++) {
         const fold_layout l = layout_with(p, P);
-        if (stages_of(l, es) < stages_of(best, es)) best = l;
+        if ((l.cpad * es) % 128 == 0 && stages_of(l, es) < stages_of(best, es)) best = l;
     }
     return best;
 }
