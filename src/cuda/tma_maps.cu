@@ -1,8 +1,9 @@
 /*
- * tma_maps.cu — the tensor maps (TMA descriptors) of cuda.igemm_wgmma's loads: w as tiles of
- * B, x in im2col mode as tiles of A. The driver's encoders are reached through cudart's
- * entry-point query, so the library does not link against libcuda; a missing encoder, or
- * one that refuses a view, sends the kernel to its cp.async loads.
+ * tma_maps.cu — the tensor maps (TMA descriptors) of cuda.igemm_wgmma's copies: w as tiles of
+ * B, x in im2col mode as tiles of A, y as the boxes its tiles are stored in. The driver's
+ * encoders are reached through cudart's entry-point query, so the library does not link
+ * against libcuda; a missing encoder, or one that refuses a view, sends the kernel to its
+ * cp.async loads (or, for y, to the store warps' row copies).
  */
 #include "cuda/common.cuh"
 
