@@ -37,20 +37,19 @@ enum { V_DENSE, V_PADDED, V_FLIPPED, V_BROADCAST, V_COUNT };
 static const char *const VIEW_NAMES[V_COUNT] = {"dense", "padded", "flipped", "broadcast"};
 
 /*
- * A view of `shape` in a fresh buffer filled with canary 0xA5. padded: rows padded, the
- * innermost step 2, an offset; flipped: padded with the dims of `flip` (a bit mask) walked
- * backwards; broadcast (inputs only): padded with dim 0 at stride 0.
+ * A strided view of `shape` in a fresh buffer filled with canary 0xA5: the innermost dim at
+ * step `inner` (1: dense), every outer dim padded by 3 elements, an offset; flipped: the dims
+ * of `flip` (a bit mask) walked backwards; broadcast (inputs only): dim 0 at stride 0.
  */
-static inline xconv_tensor make_view(xconv_dtype dt, int rank, const int64_t *shape, int view,
-                                     unsigned flip, bool output)
+static inline xconv_tensor make_view_inner(xconv_dtype dt, int rank, const int64_t *shape,
+                                           int view, unsigned flip, bool output, int64_t inner)
 {
-    if (view == V_DENSE) return tu_alloc(dt, rank, shape, 0xA5);
     xconv_tensor t;
     memset(&t, 0, sizeof t);
     t.dtype = dt;
     t.rank = rank;
     t.strided = true;
-    int64_t step = 2, lo = 5, hi = 0;
+    int64_t step = inner, lo = 1 + 2 * inner, hi = 0;
     for (int d = rank - 1; d >= 0; d--) {
         t.shape[d] = shape[d];
         const bool neg = view == V_FLIPPED && ((flip >> d) & 1u);
@@ -70,6 +69,18 @@ static inline xconv_tensor make_view(xconv_dtype dt, int rank, const int64_t *sh
     t.data = malloc(t.buffer_bytes);
     memset(t.data, 0xA5, t.buffer_bytes);
     return t;
+}
+
+/*
+ * A view of `shape` in a fresh buffer filled with canary 0xA5. padded: rows padded, the
+ * innermost step 2, an offset; flipped: padded with the dims of `flip` (a bit mask) walked
+ * backwards; broadcast (inputs only): padded with dim 0 at stride 0.
+ */
+static inline xconv_tensor make_view(xconv_dtype dt, int rank, const int64_t *shape, int view,
+                                     unsigned flip, bool output)
+{
+    if (view == V_DENSE) return tu_alloc(dt, rank, shape, 0xA5);
+    return make_view_inner(dt, rank, shape, view, flip, output, 2);
 }
 
 /* Every element slot of the buffer gets a random value of dt (gaps too: harmless). */

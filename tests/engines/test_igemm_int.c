@@ -83,38 +83,13 @@ static const xconv_dtype PAIRS[][2] = {
 enum { IV_DENSE, IV_ROWS, IV_STRIDED, IV_COUNT };
 static const char *const IV_NAMES[IV_COUNT] = {"dense", "dense-channel rows", "strided"};
 
-/* A view whose innermost dim is dense and whose outer dims are padded, those in `flip`
- * walked backwards: channels-last activations keep dense channels in it. */
-static xconv_tensor make_rows_view(xconv_dtype dt, int rank, const int64_t *shape, unsigned flip)
-{
-    xconv_tensor t;
-    memset(&t, 0, sizeof t);
-    t.dtype = dt;
-    t.rank = rank;
-    t.strided = true;
-    int64_t step = 1, lo = 3, hi = 0;
-    for (int d = rank - 1; d >= 0; d--) {
-        t.shape[d] = shape[d];
-        const bool neg = d < rank - 1 && ((flip >> d) & 1u);
-        t.strides[d] = neg ? -step : step;
-        const int64_t reach = (shape[d] > 0 ? shape[d] - 1 : 0) * step;
-        if (neg)
-            lo += reach;
-        else
-            hi += reach;
-        step = step * (shape[d] > 0 ? shape[d] : 1) + 3;
-    }
-    t.offset = lo;
-    t.buffer_bytes = (size_t)(lo + hi + 4) * xconv_dtype_size(dt);
-    t.data = malloc(t.buffer_bytes);
-    memset(t.data, 0xA5, t.buffer_bytes);
-    return t;
-}
-
 static xconv_tensor view_of(int view, xconv_dtype dt, int rank, const int64_t *shape,
                             unsigned flip, bool output)
 {
-    if (view == IV_ROWS) return make_rows_view(dt, rank, shape, flip);
+    /* dense innermost dim (channels-last activations keep dense channels), outer dims
+     * padded, those in `flip` walked backwards (the innermost forwards) */
+    if (view == IV_ROWS)
+        return make_view_inner(dt, rank, shape, V_FLIPPED, flip & ~(1u << (rank - 1)), output, 1);
     return make_view(dt, rank, shape, view == IV_DENSE ? V_DENSE : V_FLIPPED, flip, output);
 }
 
