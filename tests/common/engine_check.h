@@ -83,6 +83,20 @@ static inline xconv_tensor make_view(xconv_dtype dt, int rank, const int64_t *sh
     return make_view_inner(dt, rank, shape, view, flip, output, 2);
 }
 
+/* p's geometry from a table case c, any struct with the fields op, d, n, cin, cout, groups
+ * and, per spatial dim, x, k, s (stride), t (dilation), lo, hi, opad (the engine tests'
+ * tables differ in their other fields). */
+#define CASE_GEOMETRY(p, c)                                                                   \
+    do {                                                                                      \
+        (p)->op = (c)->op, (p)->d = (c)->d, (p)->n = (c)->n, (p)->cin = (c)->cin;             \
+        (p)->cout = (c)->cout, (p)->groups = (c)->groups;                                     \
+        for (int i_ = 0; i_ < (c)->d; i_++) {                                                 \
+            (p)->x[i_] = (c)->x[i_], (p)->k[i_] = (c)->k[i_], (p)->stride[i_] = (c)->s[i_];   \
+            (p)->dil[i_] = (c)->t[i_], (p)->lo[i_] = (c)->lo[i_], (p)->hi[i_] = (c)->hi[i_];  \
+            (p)->opad[i_] = (c)->opad[i_];                                                    \
+        }                                                                                     \
+    } while (0)
+
 /* Every element slot of the buffer gets a random value of dt (gaps too: harmless). */
 static inline void fill_all(xconv_tensor *t, tu_rng *r)
 {

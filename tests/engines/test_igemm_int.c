@@ -100,12 +100,8 @@ static void run_case(const int_case *c, xconv_layout L, int pair, int view, bool
 {
     tu_problem p;
     memset(&p, 0, sizeof p);
-    p.op = c->op, p.d = c->d, p.layout = L, p.n = c->n, p.cin = c->cin, p.cout = c->cout;
-    p.groups = c->groups, p.has_bias = bias, p.xdt = PAIRS[pair][0], p.ydt = PAIRS[pair][1];
-    for (int i = 0; i < c->d; i++) {
-        p.x[i] = c->x[i], p.k[i] = c->k[i], p.stride[i] = c->s[i], p.dil[i] = c->t[i];
-        p.lo[i] = c->lo[i], p.hi[i] = c->hi[i], p.opad[i] = c->opad[i];
-    }
+    CASE_GEOMETRY(&p, c);
+    p.layout = L, p.has_bias = bias, p.xdt = PAIRS[pair][0], p.ydt = PAIRS[pair][1];
     tu_problem_finish(&p);
     int64_t xs[XCONV_MAX_RANK], ws[XCONV_MAX_RANK], bs[1], ys[XCONV_MAX_RANK];
     tu_shapes(&p, xs, ws, bs, ys);
