@@ -555,33 +555,8 @@ int pick_cfg(const xconv_canon *p)
     return best;
 }
 
-/* The jobs of ps[0..n) for the TMA kernel with BM x BN tiles: false where a tensor map cannot
- * be made for one of them (or the knobs keep A on cp.async). */
-bool make_set(const xconv_canon *ps, int n, const xconv_exec *e, int bm, int bn, tma_set *set)
-{
-    const char *tv = getenv("XCONV_WGMMA_TMA"); /* tuning knob: 0 or 1 keeps A on cp.async */
-    if ((tv && (tv[0] == '0' || tv[0] == '1')) || n < 1 || n > MAX_JOBS) return false;
-    set->count = n;
-    set->tiles = 0;
-    for (int i = 0; i < n; i++) {
-        tma_job &J = set->job[i];
-        if (!xconv__cuda_map_w(&ps[i], e, bn, &J.b) ||
-            !xconv__cuda_map_x_im2col(&ps[i], e, bm, &J.a, &J.a_rank, &J.flip, &J.p))
-            return false;
-        J.y_vec = xconv__cuda_y_vec(&ps[i], e);
-        /* measuring knob XCONV_WGMMA_EPI=rows: the store warps' row copies even where y has
-         * a TMA view */
-        const char *ev = getenv("XCONV_WGMMA_EPI");
-        J.y_map = !(ev && strcmp(ev, "rows") == 0) && J.y_vec && xconv__cuda_map_y(&ps[i], e, bm, bn, &J.y);
-        J.tile0 = set->tiles;
-        set->tiles += (ps[i].n * xconv__prod3(ps[i].y_size) + bm - 1) / bm *
-                      ((ps[i].cout_g + bn - 1) / bn) * ps[i].groups;
-    }
-    return set->tiles <= INT32_MAX;
-}
-
 /* Measuring knobs of the TMA kernel's launch (environment, read at each launch; 0: the
- * default): XCONV_WGMMA_NST=n stages per block (as many as fit, if fewer);
+ * default): XCONV_WGMMA_EPI (below); XCONV_WGMMA_NST=n stages per block (as many as fit, if fewer);
  * XCONV_WGMMA_BLOCKS=n at most n blocks in a persistent grid (for tests: many tiles per block
  * on small problems). (Tried in the seventh session and dropped: one mbarrier pair per 2 or
  * 3 stages, rn50_3x3_64 0.65-0.83x; tiles numbered column tile first, no change; two y tiles
@@ -589,6 +564,8 @@ bool make_set(const xconv_canon *ps, int n, const xconv_exec *e, int bm, int bn,
  * stay slower than its 128x256 tiles, which leave no room for two.) */
 struct wgmma_knobs {
     int nst, blocks;
+    int epi; /* XCONV_WGMMA_EPI: 0 the default, 1 "consumers" (no store warps), 2 "rows" (the
+              * store warps' row copies even where y has a TMA view) */
 };
 wgmma_knobs knobs_of()
 {
@@ -597,7 +574,32 @@ wgmma_knobs knobs_of()
         const int n = v ? atoi(v) : 0;
         return n >= lo && n <= hi ? n : 0;
     };
-    return wgmma_knobs{num("XCONV_WGMMA_NST", 3, 16), num("XCONV_WGMMA_BLOCKS", 1, 1 << 20)};
+    const char *ev = getenv("XCONV_WGMMA_EPI");
+    const int epi = !ev ? 0 : strcmp(ev, "consumers") == 0 ? 1 : strcmp(ev, "rows") == 0 ? 2 : 0;
+    return wgmma_knobs{num("XCONV_WGMMA_NST", 3, 16), num("XCONV_WGMMA_BLOCKS", 1, 1 << 20), epi};
+}
+
+/* The jobs of ps[0..n) for the TMA kernel with BM x BN tiles: false where a tensor map cannot
+ * be made for one of them (or the knobs keep A on cp.async). */
+bool make_set(const xconv_canon *ps, int n, const xconv_exec *e, int bm, int bn, tma_set *set)
+{
+    const char *tv = getenv("XCONV_WGMMA_TMA"); /* tuning knob: 0 or 1 keeps A on cp.async */
+    if ((tv && (tv[0] == '0' || tv[0] == '1')) || n < 1 || n > MAX_JOBS) return false;
+    const wgmma_knobs kn = knobs_of();
+    set->count = n;
+    set->tiles = 0;
+    for (int i = 0; i < n; i++) {
+        tma_job &J = set->job[i];
+        if (!xconv__cuda_map_w(&ps[i], e, bn, &J.b) ||
+            !xconv__cuda_map_x_im2col(&ps[i], e, bm, &J.a, &J.a_rank, &J.flip, &J.p))
+            return false;
+        J.y_vec = xconv__cuda_y_vec(&ps[i], e);
+        J.y_map = kn.epi != 2 && J.y_vec && xconv__cuda_map_y(&ps[i], e, bm, bn, &J.y);
+        J.tile0 = set->tiles;
+        set->tiles += (ps[i].n * xconv__prod3(ps[i].y_size) + bm - 1) / bm *
+                      ((ps[i].cout_g + bn - 1) / bn) * ps[i].groups;
+    }
+    return set->tiles <= INT32_MAX;
 }
 
 /* The TMA kernel's launch: each block one tile with the y tile over the stages, or a
@@ -625,14 +627,13 @@ bool launch_tma(const tma_set &set, const xconv_exec *e, cudaStream_t stream, in
     auto kern = set.count > 1 ? wgmma_tma_kernel<K, MT, BN, true> : wgmma_tma_kernel<K, MT, BN, false>;
     /* the persistent layout and how many of its blocks fit at once */
     tma_smem lay;
-    const char *ev = getenv("XCONV_WGMMA_EPI"); /* measuring knob: "consumers" */
-    lay.own_copy = ev && strcmp(ev, "consumers") == 0;
+    const wgmma_knobs kn = knobs_of();
+    lay.own_copy = kn.epi == 1;
     for (int i = 0; i < set.count; i++) /* the store warps' bulk copies take whole 16-byte rows */
         lay.own_copy |= !set.job[i].y_vec;
     /* stages: as many as the configuration has (or the knob asks) and fit; where the
      * configuration runs two blocks per SM (64-wide tiles), as many as let two fit:
      * rn50_3x3_64 214 -> 280 TFLOP/s with 3 stages each against 4 stages in one block */
-    const wgmma_knobs kn = knobs_of();
     int want = kn.nst > 0 ? kn.nst : STAGES;
     if (kn.nst == 0 && cfg<MT, BN>::minb == 2) {
         int per_sm = 0;
