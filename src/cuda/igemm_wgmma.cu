@@ -367,11 +367,44 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
     auto tile_full_wait = [] { asm volatile("bar.sync 2, %0;" ::"n"(EPI_THREADS) : "memory"); };
     auto tile_free_arrive = [] { asm volatile("bar.arrive 3, %0;" ::"n"(EPI_THREADS) : "memory"); };
     auto tile_free_wait = [] { asm volatile("bar.sync 3, %0;" ::"n"(EPI_THREADS) : "memory"); };
+    /* lay.wg_half: the same per warpgroup h and its store warp h, on barriers 4 + 2h (full)
+     * and 5 + 2h (free); 8 + h is the warpgroup's own (wg_half_fill's bias). */
+    constexpr int HALF_THREADS = 128 + 32;
+    auto half_full_arrive = [](int h) { asm volatile("bar.arrive %0, %1;" ::"r"(4 + 2 * h), "n"(HALF_THREADS) : "memory"); };
+    auto half_full_wait = [](int h) { asm volatile("bar.sync %0, %1;" ::"r"(4 + 2 * h), "n"(HALF_THREADS) : "memory"); };
+    auto half_free_arrive = [](int h) { asm volatile("bar.arrive %0, %1;" ::"r"(5 + 2 * h), "n"(HALF_THREADS) : "memory"); };
+    auto half_free_wait = [](int h) { asm volatile("bar.sync %0, %1;" ::"r"(5 + 2 * h), "n"(HALF_THREADS) : "memory"); };
     if (tid >= THREADS) { /* the producer warpgroup */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(producer_regs<MINB>()));
         if (tid >= TMA_THREADS - STORE_THREADS) { /* the store warps */
             if (lay.own_copy) return;
             const int st = tid - (TMA_THREADS - STORE_THREADS);
+            if (lay.wg_half) { /* store warp h: warpgroup h's half of the rows of each box */
+                const int h = st >> 5;
+                if (h >= 2) return;
+                const unsigned char *half = smem + lay.epi + h * (BM / 2) * BKB;
+                int sj = 0;
+                for (int64_t t = first; t < ntile; t += step) {
+                    sj = job_of(t, sj);
+                    const tma_job &J = set.job[MULTI ? sj : 0];
+                    const geom sg = geom_of(J.p);
+                    const int64_t lt = t - J.tile0, m0 = lt % sg.tm * BM, o0 = lt / sg.tm % sg.tn * BN;
+                    half_full_wait(h);
+                    if ((st & 31) == 0) {
+                        const int64_t g = lt / (sg.tm * sg.tn);
+                        for (int b = 0; b < BN * y_es / BKB; b++)
+                            tma_store_y(&J.y, smem_addr(half + b * BM * BKB),
+                                        (int)(g * J.p.cout_g + o0) + b * BKB / y_es,
+                                        (int)m0 + h * (BM / 2));
+                        bulk_commit();
+                        bulk_wait_read();
+                    }
+                    __syncwarp();
+                    if (t + step < ntile) half_free_arrive(h);
+                }
+                if ((st & 31) == 0) bulk_wait_all();
+                return;
+            }
             const unsigned char *tile = smem + lay.epi;
             const int pitch = BN * y_es + 16;
             const int64_t *row_off = (const int64_t *)(tile + BM * pitch);
@@ -384,12 +417,14 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
                 const int rows = (int)(sg.M - m0 < BM ? sg.M - m0 : BM);
                 const int row_bytes = (int)(J.p.cout_g - o0 < BN ? J.p.cout_g - o0 : BN) * y_es;
                 tile_full_wait();
-                if (J.y_map) { /* BN y_es / 128 boxes by TMA, from one thread */
+                if (J.y_map) { /* BN y_es / 128 boxes (two of BM / 2 rows each) by TMA, from one thread */
                     if (st == 0) {
                         const int64_t g = lt / (sg.tm * sg.tn);
                         for (int b = 0; b < BN * y_es / BKB; b++)
-                            tma_store_y(&J.y, smem_addr(tile + b * BM * BKB),
-                                        (int)(g * J.p.cout_g + o0) + b * BKB / y_es, (int)m0);
+                            for (int h = 0; h < 2; h++)
+                                tma_store_y(&J.y, smem_addr(tile + b * BM * BKB + h * (BM / 2) * BKB),
+                                            (int)(g * J.p.cout_g + o0) + b * BKB / y_es,
+                                            (int)m0 + h * (BM / 2));
                         bulk_commit();
                         bulk_wait_read();
                     }
@@ -482,7 +517,8 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
         const geom cg = geom_of(J.p);
         const int64_t lt = t - J.tile0;
         const int64_t m0 = lt % cg.tm * BM, o0 = lt / cg.tm % cg.tn * BN, g = lt / (cg.tm * cg.tn);
-        const epi_pre<bias_of<K>> pre = epi_fetch<BM, BN, bias_of<K>>(J.p, bias, tid, m0, cg.M, o0, g);
+        const epi_pre<bias_of<K>> pre =
+            epi_fetch<BM, BN, bias_of<K>>(J.p, bias, tid, m0, cg.M, o0, g, lay.wg_half);
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -501,6 +537,14 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
         if (held >= 0 && lead) mbar_arrive(empty + 8 * held);
         /* the y tile is free: on the first tile, once both warpgroups are done with the
          * stages it may lie over; then once the store warps have copied the last one */
+        if (lay.wg_half) { /* this warpgroup's half, to its own store warp */
+            if (t == first) consumers_sync();
+            else half_free_wait(wg);
+            wg_half_fill<K, MT, BN>(acc, smem + lay.epi, J.p, pre, bias != nullptr, y_es, tid, 8 + wg);
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            half_full_arrive(wg);
+            continue;
+        }
         if (t == first || lay.own_copy) consumers_sync();
         else tile_free_wait();
         if (J.y_map && !lay.own_copy) /* boxes for the TMA stores */
@@ -565,7 +609,8 @@ int pick_cfg(const xconv_canon *p)
 struct wgmma_knobs {
     int nst, blocks;
     int epi; /* XCONV_WGMMA_EPI: 0 the default, 1 "consumers" (no store warps), 2 "rows" (the
-              * store warps' row copies even where y has a TMA view) */
+              * store warps' row copies even where y has a TMA view), 3 "whole" (TMA boxes, but
+              * the whole tile handed over at once, not per warpgroup) */
 };
 wgmma_knobs knobs_of()
 {
@@ -575,7 +620,11 @@ wgmma_knobs knobs_of()
         return n >= lo && n <= hi ? n : 0;
     };
     const char *ev = getenv("XCONV_WGMMA_EPI");
-    const int epi = !ev ? 0 : strcmp(ev, "consumers") == 0 ? 1 : strcmp(ev, "rows") == 0 ? 2 : 0;
+    const int epi = !ev                               ? 0
+                    : strcmp(ev, "consumers") == 0 ? 1
+                    : strcmp(ev, "rows") == 0      ? 2
+                    : strcmp(ev, "whole") == 0     ? 3
+                                                   : 0;
     return wgmma_knobs{num("XCONV_WGMMA_NST", 3, 16), num("XCONV_WGMMA_BLOCKS", 1, 1 << 20), epi};
 }
 
@@ -594,7 +643,7 @@ bool make_set(const xconv_canon *ps, int n, const xconv_exec *e, int bm, int bn,
             !xconv__cuda_map_x_im2col(&ps[i], e, bm, &J.a, &J.a_rank, &J.flip, &J.p))
             return false;
         J.y_vec = xconv__cuda_y_vec(&ps[i], e);
-        J.y_map = kn.epi != 2 && J.y_vec && xconv__cuda_map_y(&ps[i], e, bm, bn, &J.y);
+        J.y_map = kn.epi != 2 && J.y_vec && xconv__cuda_map_y(&ps[i], e, bm / 2, bn, &J.y);
         J.tile0 = set->tiles;
         set->tiles += (ps[i].n * xconv__prod3(ps[i].y_size) + bm - 1) / bm *
                       ((ps[i].cout_g + bn - 1) / bn) * ps[i].groups;
@@ -629,8 +678,12 @@ bool launch_tma(const tma_set &set, const xconv_exec *e, cudaStream_t stream, in
     tma_smem lay;
     const wgmma_knobs kn = knobs_of();
     lay.own_copy = kn.epi == 1;
-    for (int i = 0; i < set.count; i++) /* the store warps' bulk copies take whole 16-byte rows */
+    lay.wg_half = kn.epi != 3;
+    for (int i = 0; i < set.count; i++) { /* the store warps' bulk copies take whole 16-byte rows */
         lay.own_copy |= !set.job[i].y_vec;
+        lay.wg_half &= set.job[i].y_map;
+    }
+    lay.wg_half &= !lay.own_copy;
     /* stages: as many as the configuration has (or the knob asks) and fit; where the
      * configuration runs two blocks per SM (64-wide tiles), as many as let two fit:
      * rn50_3x3_64 214 -> 280 TFLOP/s with 3 stages each against 4 stages in one block */

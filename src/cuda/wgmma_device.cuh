@@ -115,14 +115,23 @@ __device__ __forceinline__ void tile_store(const acc_t (&acc)[BN / 2], const bia
  * leaves wg_tile_fill one barrier. */
 template <class bias_t> struct epi_pre {
     int64_t row_off;
-    bias_t bias;
+    bias_t bias, bias2;
 };
+/* split (the per-warpgroup epilogue of TMA-stored tiles, wg_half_fill): no row offsets (the
+ * boxes' coordinates are the tile's), and thread i of each warpgroup fetches the bias of
+ * columns i and i + 128 for its warpgroup's own copy. */
 template <int BM, int BN, class bias_t>
 __device__ __forceinline__ epi_pre<bias_t> epi_fetch(const xconv_canon &p, const char *bias,
                                                      int tid, int64_t m0, int64_t M, int64_t o0,
-                                                     int64_t g)
+                                                     int64_t g, bool split = false)
 {
-    epi_pre<bias_t> r{0, 0};
+    epi_pre<bias_t> r{0, 0, 0};
+    if (split) {
+        const int i = tid & 127;
+        if (bias && i < BN) r.bias = xconv_cuda_bias_at<bias_t>(p, bias, o0 + i, g);
+        if (bias && i + 128 < BN) r.bias2 = xconv_cuda_bias_at<bias_t>(p, bias, o0 + i + 128, g);
+        return r;
+    }
     if (tid < BM) r.row_off = xconv_cuda_y_row_off(p, m0 + tid, M, g, o0);
     if (bias && tid < BN) r.bias = xconv_cuda_bias_at<bias_t>(p, bias, o0 + tid, g);
     return r;
@@ -136,27 +145,18 @@ template <bool SWZ, int BM, int BN> __device__ __forceinline__ int tile_bytes(in
     return SWZ ? BM * BN * y_es : BM * (BN * y_es + 16);
 }
 
-/* The epilogue's first part, run by 256 threads (t: 0..255, warpgroup t / 128 owns tile rows
- * 64 MT (t / 128) ..): bias and one rounding to y's dtype into a [BM][BN] tile in shared
- * memory (rows of pitch BN y_es + 16, or SWZ: tile_at_byte's boxes), the rows' y offsets
- * after it (row_off, for the copy to y). pre: this thread's epi_fetch for the tile. sync() is
- * a barrier over those 256 threads; the caller made sure that nothing reads or writes that
- * shared memory any more. No barrier after the tile is written. */
-template <kind K, int MT, int BN, bool SWZ, class acc_t, class Sync>
-__device__ __forceinline__ void wg_tile_fill(const acc_t (&acc)[MT][BN / 2], unsigned char *smem,
-                                             const xconv_canon &p, const epi_pre<bias_of<K>> &pre,
-                                             bool has_bias, int y_es, int tid, Sync sync)
+/* A thread's accumulators (thread t: 0..255, warpgroup t / 128 owns tile rows 64 MT (t / 128)
+ * ..) plus the bias bv, rounded once to y's dtype into a [BM][BN] tile in shared memory (rows
+ * of pitch BN y_es + 16, or SWZ: tile_at_byte's boxes). */
+template <kind K, int MT, int BN, bool SWZ, class acc_t>
+__device__ __forceinline__ void wg_tile_rows(const acc_t (&acc)[MT][BN / 2], unsigned char *smem,
+                                             const xconv_canon &p, const bias_of<K> *bv,
+                                             bool has_bias, int y_es, int tid)
 {
     constexpr bool is_float = K == kind::bf16 || K == kind::f16;
     constexpr int BM = 128 * MT;
     const int lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
     const int pitch = BN * y_es + 16;
-    using bias_t = bias_of<K>;
-    int64_t *row_off = (int64_t *)(smem + tile_bytes<SWZ, BM, BN>(y_es));
-    bias_t *bv = (bias_t *)(smem + tile_bytes<SWZ, BM, BN>(y_es) + BM * sizeof(int64_t));
-    if (tid < BM) row_off[tid] = pre.row_off;
-    if (has_bias && tid < BN) bv[tid] = pre.bias;
-    sync();
     const int col0 = (lane & 3) * 2;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++) {
@@ -175,6 +175,47 @@ __device__ __forceinline__ void wg_tile_fill(const acc_t (&acc)[MT][BN / 2], uns
             }
         }
     }
+}
+
+/* The epilogue's first part, run by 256 threads: wg_tile_rows with the bias from pre, the rows'
+ * y offsets after the tile (row_off, for the copy to y). pre: this thread's epi_fetch for the
+ * tile. sync() is a barrier over those 256 threads; the caller made sure that nothing reads or
+ * writes that shared memory any more. No barrier after the tile is written. */
+template <kind K, int MT, int BN, bool SWZ, class acc_t, class Sync>
+__device__ __forceinline__ void wg_tile_fill(const acc_t (&acc)[MT][BN / 2], unsigned char *smem,
+                                             const xconv_canon &p, const epi_pre<bias_of<K>> &pre,
+                                             bool has_bias, int y_es, int tid, Sync sync)
+{
+    constexpr int BM = 128 * MT;
+    using bias_t = bias_of<K>;
+    int64_t *row_off = (int64_t *)(smem + tile_bytes<SWZ, BM, BN>(y_es));
+    bias_t *bv = (bias_t *)(smem + tile_bytes<SWZ, BM, BN>(y_es) + BM * sizeof(int64_t));
+    if (tid < BM) row_off[tid] = pre.row_off;
+    if (has_bias && tid < BN) bv[tid] = pre.bias;
+    sync();
+    wg_tile_rows<K, MT, BN, SWZ>(acc, smem, p, bv, has_bias, y_es, tid);
+}
+
+/* The per-warpgroup epilogue of a tile that leaves by TMA boxes: warpgroup wg (= tid / 128)
+ * rounds its own 64 MT rows into the swizzled boxes (rows 64 MT wg .. of each), with its own
+ * copy of the bias (after the tile, from epi_fetch's split fetch) and a barrier over its own
+ * 128 threads only (bar_id), so each warpgroup hands its half to its own store warp while the
+ * other half may still be read out (wg_half: the boxes' halves go out on their own). */
+template <kind K, int MT, int BN, class acc_t>
+__device__ __forceinline__ void wg_half_fill(const acc_t (&acc)[MT][BN / 2], unsigned char *smem,
+                                             const xconv_canon &p, const epi_pre<bias_of<K>> &pre,
+                                             bool has_bias, int y_es, int tid, int bar_id)
+{
+    constexpr int BM = 128 * MT;
+    using bias_t = bias_of<K>;
+    const int wg = tid >> 7, i = tid & 127;
+    bias_t *bv = (bias_t *)(smem + tile_bytes<true, BM, BN>(y_es)) + wg * BN;
+    if (has_bias) {
+        if (i < BN) bv[i] = pre.bias;
+        if (i + 128 < BN) bv[i + 128] = pre.bias2;
+        asm volatile("bar.sync %0, 128;" ::"r"(bar_id) : "memory");
+    }
+    wg_tile_rows<K, MT, BN, true>(acc, smem, p, bv, has_bias, y_es, tid);
 }
 
 /* The epilogue's second part: wg_tile_fill's tile to y, by NT threads (t: 0..NT-1). */
@@ -302,6 +343,8 @@ struct tma_set {
 struct tma_smem {
     int nst, epi, bars;
     int own_copy; /* measuring knob XCONV_WGMMA_EPI=consumers: no store warps */
+    int wg_half;  /* every job's y tile leaves by TMA boxes, each warpgroup's half of the rows
+                   * handed to its own store warp (wg_half_fill) */
 };
 
 #if XCONV_WGMMA_ARCH

@@ -884,8 +884,10 @@ int main(void)
                 /* few blocks in the persistent grid, so that each runs many tiles */
                 const char blocks[2] = {(char)('1' + (i / 5) % 4), 0};
                 if (blocks[0] < '4') setenv("XCONV_WGMMA_BLOCKS", blocks, 1);
-                /* a third of them with the y tile copied row by row where y has a TMA view */
+                /* a third of them with the y tile copied row by row where y has a TMA view,
+                 * a third with its TMA boxes handed over whole (not per warpgroup) */
                 if ((i / 3) % 3 == 0) setenv("XCONV_WGMMA_EPI", "rows", 1);
+                if ((i / 3) % 3 == 1) setenv("XCONV_WGMMA_EPI", "whole", 1);
             }
             check_problem(&pb, (i & 1) ? FILL_REAL : FILL_EXACT);
             if (force) {
