@@ -12,9 +12,12 @@
 
 typedef struct ig_geom {
     const xconv_igemm_geom *g;
-    bool    copy;        /* x goes through the converted channels-last buffer */
+    bool    copy;        /* x goes through the converted buffer (channels-last unless cf) */
     bool    pad_copy;    /* ... which holds conv's padding as zeros (no bounds checks) */
     bool    merge;       /* a run is a whole kernel row (K2 taps) */
+    int     merged;      /* innermost kernel dims a run covers: 0 (one tap), 1 (merge), 2, 3 */
+    bool    cf;          /* one run per position in x's channels-first order (c, k): weights
+                          * packed in that order; a converted x keeps it ([image, c, X]) */
     bool    y_direct;    /* the kernel writes y in place */
     bool    y_fused;     /* dense integer y narrower than the sums: the last call of each
                           * tile's reduction stores it (kernel_y), other calls use C tiles */

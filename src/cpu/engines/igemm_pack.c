@@ -2,10 +2,11 @@
  * igemm_pack.c — cpu.igemm's packing (see igemm.c for the engine):
  *
  *   weights  wp [G, panel, K, cin_g, nr] in the compute type (complex rows as split planes),
- *            or for VNNI bytes grouped by four reduction indices, [panel, K, cin_r/4, nr, 4],
+ *            [panel, cin, K, nr] for channels-first runs (q->cf), or for VNNI bytes grouped by four reduction indices, [panel, K, cin_r/4, nr, 4],
  *            with the per-channel sums psum [panel, K, nr] that correct the x' shift;
  *   x        the zero-padded channels-last buffer [image, xp0, xp1, xp2, channels] of the
- *            compute type, or for VNNI the bytes x' = x ^ 0x80 with cin_r channels;
+ *            compute type, [image, channels, X0, X1, X2] for channels-first runs, or for
+ *            VNNI the bytes x' = x ^ 0x80 with cin_r channels;
  *   init     VNNI's per-panel bias row plus the shift correction.
  * Assumes: a validated canonical problem; q from cpu.igemm's geometry for it.
  */
@@ -44,14 +45,19 @@ void xconv__igemm_pack_weights_range(void *arg, int64_t begin, int64_t end, int 
                       k2 = k % p->k_size[2];
         const int64_t o0 = panel * q->g->nr;
         const int64_t cnt = p->cout_g - o0 < q->g->nr ? p->cout_g - o0 : q->g->nr;
-        char *dst = t->blob + q->wp + q->row_bytes * (size_t)((item - t->item0) * p->cin_g);
+        /* rows in (k, c) order, or for cf in (c, k): row c of tap k at c * kk + k */
+        char *dst = t->blob + q->wp +
+                    q->row_bytes * (size_t)(q->cf ? (gp * kk - t->item0) * p->cin_g + k
+                                                  : (item - t->item0) * p->cin_g);
+        const size_t drow = q->row_bytes * (size_t)(q->cf ? kk : 1);
         const int64_t wbase = p->w_off + g * p->w_sg + o0 * p->w_so + k0 * p->w_sk[0] +
                               k1 * p->w_sk[1] + k2 * p->w_sk[2];
         if (q->g->ncomp == 1 && llabs(p->w_si) < llabs(p->w_so)) {
             /* Input channels are the nearer dim in memory (channels-last weights, or [Cout,
              * Cin, K]): read along them and scatter into the rows, not a far gather per row. */
             _Alignas(64) unsigned char tile[64 * 64 * 8]; /* [j][c], real compute types */
-            if (cnt < q->g->nr) memset(dst, 0, q->row_bytes * (size_t)p->cin_g); /* panel edge */
+            if (cnt < q->g->nr) /* panel edge */
+                for (int64_t c = 0; c < p->cin_g; c++) memset(dst + drow * (size_t)c, 0, q->row_bytes);
             for (int64_t c0 = 0; c0 < p->cin_g; c0 += 64) {
                 const int64_t cn = p->cin_g - c0 < 64 ? p->cin_g - c0 : 64;
                 for (int64_t j = 0; j < cnt; j++)
@@ -60,7 +66,7 @@ void xconv__igemm_pack_weights_range(void *arg, int64_t begin, int64_t end, int 
                                     p->w_si, tile + cs * (size_t)(j * 64), cn);
                 /* a 64 x 64 transpose through L1: each packed row is written whole */
                 for (int64_t c = 0; c < cn; c++) {
-                    char *row = dst + q->row_bytes * (size_t)(c0 + c);
+                    char *row = dst + drow * (size_t)(c0 + c);
                     if (cs == 4)
                         for (int64_t j = 0; j < cnt; j++) memcpy(row + 4 * j, tile + 4 * (j * 64 + c), 4);
                     else
@@ -69,7 +75,7 @@ void xconv__igemm_pack_weights_range(void *arg, int64_t begin, int64_t end, int 
             }
             continue;
         }
-        for (int64_t ci = 0; ci < p->cin_g; ci++, dst += q->row_bytes) {
+        for (int64_t ci = 0; ci < p->cin_g; ci++, dst += drow) {
             const int64_t el = wbase + ci * p->w_si;
             xconv__load_row(p->ct, p->x_dtype, (const char *)t->e->w + el * xes, p->w_so, tmp, cnt);
             xconv__igemm_put_row(q, tmp, dst, cnt, cs);
@@ -93,7 +99,7 @@ static void shift_rgb(unsigned char *dst, const unsigned char *src, int64_t npx)
 }
 
 /* Converts images [n0, n0 + nb) into the padded channels-last buffer [image, xp0, xp1, xp2,
- * channels]; item = (image, q0, q1). Values are the compute type, or for VNNI the bytes
+ * channels] (q->cf: [image, channels, X0, X1, X2]); item = (image, q0, q1). Values are the compute type, or for VNNI the bytes
  * x' = x ^ 0x80 with cin_r channels; padding (and VNNI's channels past Cin) hold x = 0. */
 void xconv__igemm_convert_x_range(void *arg, int64_t begin, int64_t end, int slot)
 {
@@ -109,6 +115,15 @@ void xconv__igemm_convert_x_range(void *arg, int64_t begin, int64_t end, int slo
     uint32_t tmp[64];
     for (int64_t item = begin; item < end; item++) {
         const int64_t b1 = item % q->xp[1], b0 = item / q->xp[1] % q->xp[0], nl = item / (q->xp[0] * q->xp[1]);
+        if (q->cf) { /* x's own order, [image, c, X0, X1, X2]: a row per channel */
+            const int64_t img = p->cin * xconv__prod3(q->xp), xrow = (item % (q->xp[0] * q->xp[1])) * q->xp[2];
+            char *dst = (char *)t->e->workspace + q->xbuf + (size_t)(nl * img + xrow) * q->a_es;
+            const int64_t base = p->x_off + (t->n0 + nl) * p->x_sn + b0 * p->x_ss[0] + b1 * p->x_ss[1];
+            for (int64_t c = 0; c < p->cin; c++)
+                xconv__load_row(p->ct, p->x_dtype, (const char *)t->e->x + (base + c * p->x_sc) * xes,
+                                p->x_ss[2], dst + (size_t)(c * xconv__prod3(q->xp)) * q->a_es, p->x_size[2]);
+            continue;
+        }
         char *row = (char *)t->e->workspace + q->xbuf + row_bytes * (size_t)item;
         memset(row, zero_byte, row_bytes);
         const int64_t a0 = b0 - lo0, a1 = b1 - lo1;
