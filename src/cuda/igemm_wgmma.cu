@@ -14,8 +14,11 @@
  * cp.async moves it straight into shared memory (implicit im2col, no column buffer).
  *
  * Block tile BM x BN x 128 bytes of K, BM = 128 MT: (MT, BN) one of 128 x {64, 128, 160,
- * 192, 256} and 256 x {64, 128}, picked per problem by pick_cfg (waves over the SMs times
- * the bytes a block moves per stage). 256 threads = 2 warpgroups, each computing MT m64
+ * 192, 256} and 256 x {64, 128}, or swapped 128 x 192 (A: 128 output channels of w, B: 192
+ * positions of x by the im2col map; the y tile written transposed by stmatrix .trans:
+ * rn50_3x3_256's 12544 x 256 outputs make 132 such tiles for 132 SMs where 128 x 256 made
+ * 98, 476 -> 565 TFLOP/s; 16-bit floats only), picked per problem by pick_cfg (waves over
+ * the SMs times the bytes a block moves per stage). 256 threads = 2 warpgroups, each computing MT m64
  * tiles x BN with one wgmma m64nBNk16 (k32 for bytes) per m64 tile and 32 bytes of K, A and
  * B both read from shared memory through descriptors. Tiles are stored in the
  * 128-byte-swizzle layout wgmma reads: row r at r * 128 bytes, its 16-byte chunk c at chunk
@@ -51,10 +54,12 @@
  * rows' y offsets are fetched before the tile's MMAs (epi_fetch). In the TMA kernel the
  * consumers only fill the tile: the producer warpgroup's store warps copy it to y while the
  * consumers run the next tile's MMAs (rn50_1x1_256 94 -> 101 TFLOP/s): where y has a TMA view
- * (channels-last, positions at one stride: xconv__cuda_map_y) one thread stores the tile as
- * boxes of 128 bytes x BM rows, filled in the 128-byte swizzle; else the three warps copy it
- * by cp.async.bulk, one copy per row (y rows of whole 16-byte pieces; else the consumers
- * copy). (The row copies' operands are per thread, so the compiler issued them lane by lane:
+ * (channels-last, positions at one stride: xconv__cuda_map_y) the tile is filled in boxes of
+ * 128 bytes x BM rows in the 128-byte swizzle, and each consumer warpgroup hands its own half
+ * of the rows (or, swapped, its own box) to its own store warp, which stores it by TMA while
+ * the other half may still be read out (rn50_1x1_256 111 -> 128 against handing the whole
+ * tile over at once); else the three store warps copy it by cp.async.bulk, one copy per row
+ * (y rows of whole 16-byte pieces; else the consumers copy). (The row copies' operands are per thread, so the compiler issued them lane by lane:
  * ncu put 16% of rn50_1x1_256's warp samples at the consumers' wait for the tile to be free
  * and 12% in the store warps' issue loop.)
  * No atomics, no split of K: results are deterministic, and for exact inputs identical to
@@ -65,11 +70,11 @@
  * cuda.patch_tc launch the same kernel on their rewritten problems (xconv__cuda_tc_launch).
  *
  * Tuning knobs (environment, read at each launch; for measurements, not needed otherwise):
- * XCONV_WGMMA_CFG=0..6 forces a configuration (an index of CFGS); XCONV_WGMMA_TMA=1 keeps A on
+ * XCONV_WGMMA_CFG=0..7 forces a configuration (an index of CFGS); XCONV_WGMMA_TMA=1 keeps A on
  * cp.async, =0 loads B by cp.async too; XCONV_WGMMA_PERSIST=0/1 forces the one-tile-per-block
  * or the persistent grid of the TMA kernel; XCONV_WGMMA_EPI=consumers leaves the copy of the
  * y tile to y to the consumer warpgroups (as before the store warps), =rows to the store warps'
- * row copies even where y has a TMA view.
+ * row copies even where y has a TMA view, =whole hands TMA-stored tiles over whole.
  */
 #include "cuda/wgmma_device.cuh"
 
@@ -311,7 +316,7 @@ static_assert(THREADS * (consumer_regs<1>() - entry_regs<1>()) <=
  * last wave. MULTI: more than one job; with one, the job's fields are read at fixed parameter
  * offsets (a run-time job index made every read a generic load: 10-15% slower on the large
  * layers). */
-template <kind K, int MT, int BN, bool MULTI>
+template <kind K, int MT, int BN, bool MULTI, bool SW>
 __global__ void __launch_bounds__(TMA_THREADS, cfg<MT, BN>::minb)
 wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ bias,
                  char *__restrict__ y, int y_es, const tma_smem lay)
@@ -321,6 +326,9 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
     using acc_t = typename std::conditional<is_float, float, int32_t>::type;
     constexpr int ES = is_float ? 2 : 1, CPB = BKB / ES; /* channels per 128-byte block */
     constexpr int BM = 128 * MT, A_BYTES = BM * BKB, STAGE_BYTES = (BM + BN) * BKB;
+    /* a tile's positions and output channels (SW: swapped, A from w, B from x) */
+    constexpr int TP = tile_dims<BM, BN, SW>::TP, TC = tile_dims<BM, BN, SW>::TC;
+    static_assert(!SW || (MT == 1 && is_float && !MULTI), "swapped tiles: 128 channels, 16-bit floats, one job");
     extern __shared__ unsigned char smem_raw[];
     unsigned char *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
     const int nst = lay.nst, tid = threadIdx.x, wg = tid >> 7;
@@ -337,8 +345,8 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
     auto geom_of = [](const xconv_canon &q) {
         geom r;
         r.M = q.n * q.y_size[0] * q.y_size[1] * q.y_size[2];
-        r.tm = (r.M + BM - 1) / BM;
-        r.tn = (q.cout_g + BN - 1) / BN;
+        r.tm = (r.M + TP - 1) / TP;
+        r.tn = (q.cout_g + TC - 1) / TC;
         r.cchunks = (int)((q.cin_g * ES + BKB - 1) / BKB);
         r.kt = (int)(q.k_size[0] * q.k_size[1] * q.k_size[2]) * r.cchunks;
         return r;
@@ -382,16 +390,20 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
             if (lay.wg_half) { /* store warp h: warpgroup h's half of the rows of each box */
                 const int h = st >> 5;
                 if (h >= 2) return;
-                const unsigned char *half = smem + lay.epi + h * (BM / 2) * BKB;
+                const unsigned char *half = smem + lay.epi + (SW ? h * BN * BKB : h * (BM / 2) * BKB);
                 int sj = 0;
                 for (int64_t t = first; t < ntile; t += step) {
                     sj = job_of(t, sj);
                     const tma_job &J = set.job[MULTI ? sj : 0];
                     const geom sg = geom_of(J.p);
-                    const int64_t lt = t - J.tile0, m0 = lt % sg.tm * BM, o0 = lt / sg.tm % sg.tn * BN;
+                    const int64_t lt = t - J.tile0, m0 = lt % sg.tm * TP, o0 = lt / sg.tm % sg.tn * TC;
                     half_full_wait(h);
                     if ((st & 31) == 0) {
                         const int64_t g = lt / (sg.tm * sg.tn);
+                        if (SW) /* warpgroup h's 64 channels: one box of all TP positions */
+                            tma_store_y(&J.y, smem_addr(half), (int)(g * J.p.cout_g + o0) + h * BKB / y_es,
+                                        (int)m0);
+                        else
                         for (int b = 0; b < BN * y_es / BKB; b++)
                             tma_store_y(&J.y, smem_addr(half + b * BM * BKB),
                                         (int)(g * J.p.cout_g + o0) + b * BKB / y_es,
@@ -413,7 +425,7 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
                 sj = job_of(t, sj);
                 const tma_job &J = set.job[MULTI ? sj : 0];
                 const geom sg = geom_of(J.p);
-                const int64_t lt = t - J.tile0, m0 = lt % sg.tm * BM, o0 = lt / sg.tm % sg.tn * BN;
+                const int64_t lt = t - J.tile0, m0 = lt % sg.tm * TP, o0 = lt / sg.tm % sg.tn * TC;
                 const int rows = (int)(sg.M - m0 < BM ? sg.M - m0 : BM);
                 const int row_bytes = (int)(J.p.cout_g - o0 < BN ? J.p.cout_g - o0 : BN) * y_es;
                 tile_full_wait();
@@ -461,7 +473,7 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
             for (int d = 0; d < 3; d++) pk[d] = (int)q.k_size[d], pd[d] = (int)q.dil[d];
             rank = J.a_rank, flip = J.flip, ma = &J.a, mb = &J.b;
             const int64_t lt = pt - J.tile0;
-            int64_t r = lt % pgeo.tm * BM;
+            int64_t r = lt % pgeo.tm * TP;
             const int64_t j2 = r % q.y_size[2]; r /= q.y_size[2];
             const int64_t j1 = r % q.y_size[1]; r /= q.y_size[1];
             const int64_t j0 = r % q.y_size[0];
@@ -471,7 +483,7 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
             corner[2] = (int)(j0 * q.stride[0] - q.pad_lo[0]);
             const int64_t grp = lt / (pgeo.tm * pgeo.tn);
             pc0 = (int)(grp * q.cin_g);
-            po0 = (int)(grp * q.cout_g + lt / pgeo.tm % pgeo.tn * BN);
+            po0 = (int)(grp * q.cout_g + lt / pgeo.tm % pgeo.tn * TC);
         };
         start_tile();
         while (pt < ntile) {
@@ -485,8 +497,9 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
             const uint16_t off[3] = {(uint16_t)(k2 * pd[2]), (uint16_t)(k1 * pd[1]),
                                      (uint16_t)(k0 * pd[0])};
             mbar_expect(bar, STAGE_BYTES);
-            tma_load_a(sa, ma, bar, rank, pc0 + cb * CPB, corner, img, off);
-            tma_load_b(sa + A_BYTES, mb, bar, cb * CPB, flip & 4 ? pk[2] - 1 - k2 : k2,
+            /* x's tile is A, w's B (SW: the other way round) */
+            tma_load_a(SW ? sa + A_BYTES : sa, ma, bar, rank, pc0 + cb * CPB, corner, img, off);
+            tma_load_b(SW ? sa : sa + A_BYTES, mb, bar, cb * CPB, flip & 4 ? pk[2] - 1 - k2 : k2,
                        flip & 2 ? pk[1] - 1 - k1 : k1, flip & 1 ? pk[0] - 1 - k0 : k0, po0);
             if (++ps == nst) ps = 0, pe ^= 1;
             if (++cb < pgeo.cchunks) continue;
@@ -516,9 +529,9 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
         const tma_job &J = set.job[MULTI ? cj : 0];
         const geom cg = geom_of(J.p);
         const int64_t lt = t - J.tile0;
-        const int64_t m0 = lt % cg.tm * BM, o0 = lt / cg.tm % cg.tn * BN, g = lt / (cg.tm * cg.tn);
+        const int64_t m0 = lt % cg.tm * TP, o0 = lt / cg.tm % cg.tn * TC, g = lt / (cg.tm * cg.tn);
         const epi_pre<bias_of<K>> pre =
-            epi_fetch<BM, BN, bias_of<K>>(J.p, bias, tid, m0, cg.M, o0, g, lay.wg_half);
+            epi_fetch<BM, BN, bias_of<K>>(J.p, bias, tid, m0, cg.M, o0, g, lay.wg_half, SW);
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -537,9 +550,19 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
         if (held >= 0 && lead) mbar_arrive(empty + 8 * held);
         /* the y tile is free: on the first tile, once both warpgroups are done with the
          * stages it may lie over; then once the store warps have copied the last one */
-        if (lay.wg_half) { /* this warpgroup's half, to its own store warp */
+        if (SW || lay.wg_half) { /* this warpgroup's half, to its own store warp */
             if (t == first) consumers_sync();
             else half_free_wait(wg);
+            if constexpr (SW) { /* its own box: all the tile's positions, its 64 channels */
+                unsigned char *box = smem + lay.epi + wg * BN * BKB;
+                if (J.p.y_dtype == XCONV_DTYPE_BF16)
+                    swap_fill<XCONV_DTYPE_BF16, BN>(acc[0], pre.bias, pre.bias2, bias != nullptr, box, tid);
+                else
+                    swap_fill<XCONV_DTYPE_F16, BN>(acc[0], pre.bias, pre.bias2, bias != nullptr, box, tid);
+                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                half_full_arrive(wg);
+                continue;
+            }
             wg_half_fill<K, MT, BN>(acc, smem + lay.epi, J.p, pre, bias != nullptr, y_es, tid, 8 + wg);
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
             half_full_arrive(wg);
@@ -571,10 +594,12 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
 struct tile_cfg {
     int mt, bn, per_sm;
     double rate; /* relative bytes per cycle */
+    bool swap;   /* 128 output channels x bn positions (tile_dims' SW) */
 };
-const tile_cfg CFGS[] = {{1, 256, 1, 5.25}, {2, 128, 1, 4.18}, {1, 192, 1, 4.86},
-                         {1, 160, 1, 4.75}, {1, 128, 1, 4.59}, {2, 64, 1, 4.4},
-                         {1, 64, 2, 5.65}};
+const tile_cfg CFGS[] = {{1, 256, 1, 5.25, false}, {2, 128, 1, 4.18, false}, {1, 192, 1, 4.86, false},
+                         {1, 160, 1, 4.75, false}, {1, 128, 1, 4.59, false}, {2, 64, 1, 4.4, false},
+                         {1, 64, 2, 5.65, false},  {1, 192, 1, 4.86, true}};
+constexpr int NCFG = (int)(sizeof CFGS / sizeof CFGS[0]);
 
 /* The configuration with the fewest estimated time units: waves of blocks over the SMs
  * times the bytes a block moves per stage ((BM + BN) * 128) over a per-configuration rate
@@ -582,15 +607,17 @@ const tile_cfg CFGS[] = {{1, 256, 1, 5.25}, {2, 128, 1, 4.18}, {1, 192, 1, 4.86}
  * proportionally longer; ties go to the earlier configuration. Checked on the device against
  * every configuration forced in turn (XCONV_WGMMA_CFG): on the 14 suite entries it runs, the
  * pick was the fastest or within the run-to-run spread (~6%) of it. */
-int pick_cfg(const xconv_canon *p)
+int pick_cfg(const xconv_canon *p, bool swap_ok)
 {
     const int64_t sms = xconv__cuda_device_sms(p->device_index);
     const int64_t M = p->n * xconv__prod3(p->y_size);
     int best = 0;
     double best_t = 0;
-    for (int i = 0; i < (int)(sizeof CFGS / sizeof CFGS[0]); i++) {
+    for (int i = 0; i < NCFG; i++) {
+        if (CFGS[i].swap && !swap_ok) continue;
         const int bm = 128 * CFGS[i].mt, bn = CFGS[i].bn;
-        const int64_t blocks = (M + bm - 1) / bm * ((p->cout_g + bn - 1) / bn) * p->groups;
+        const int tp = CFGS[i].swap ? bn : bm, tc = CFGS[i].swap ? bm : bn;
+        const int64_t blocks = (M + tp - 1) / tp * ((p->cout_g + tc - 1) / tc) * p->groups;
         const int64_t slots = sms * CFGS[i].per_sm;
         const double t =
             (double)((blocks + slots - 1) / slots) * CFGS[i].per_sm * (bm + bn) / CFGS[i].rate;
@@ -605,7 +632,10 @@ int pick_cfg(const xconv_canon *p)
  * on small problems). (Tried in the seventh session and dropped: one mbarrier pair per 2 or
  * 3 stages, rn50_3x3_64 0.65-0.83x; tiles numbered column tile first, no change; two y tiles
  * in turn, where they fit beside 3 stages, 1.12x on rn50_1x1_256's 128x128 tiles but those
- * stay slower than its 128x256 tiles, which leave no room for two.) */
+ * stay slower than its 128x256 tiles, which leave no room for two. Eighth session, dropped:
+ * two y tiles in turn with the per-warpgroup hand-over, 113.7 -> 116.8 on those 128x128 tiles,
+ * still under 128x256's 123; x of a 1x1 conv by a tiled 2-d map instead of im2col mode: no
+ * change on 128x256 tiles, 0.94x on the swapped ones.) */
 struct wgmma_knobs {
     int nst, blocks;
     int epi; /* XCONV_WGMMA_EPI: 0 the default, 1 "consumers" (no store warps), 2 "rows" (the
@@ -630,7 +660,8 @@ wgmma_knobs knobs_of()
 
 /* The jobs of ps[0..n) for the TMA kernel with BM x BN tiles: false where a tensor map cannot
  * be made for one of them (or the knobs keep A on cp.async). */
-bool make_set(const xconv_canon *ps, int n, const xconv_exec *e, int bm, int bn, tma_set *set)
+bool make_set(const xconv_canon *ps, int n, const xconv_exec *e, int bm, int bn, tma_set *set,
+              bool swap = false)
 {
     const char *tv = getenv("XCONV_WGMMA_TMA"); /* tuning knob: 0 or 1 keeps A on cp.async */
     if ((tv && (tv[0] == '0' || tv[0] == '1')) || n < 1 || n > MAX_JOBS) return false;
@@ -639,14 +670,19 @@ bool make_set(const xconv_canon *ps, int n, const xconv_exec *e, int bm, int bn,
     set->tiles = 0;
     for (int i = 0; i < n; i++) {
         tma_job &J = set->job[i];
-        if (!xconv__cuda_map_w(&ps[i], e, bn, &J.b) ||
-            !xconv__cuda_map_x_im2col(&ps[i], e, bm, &J.a, &J.a_rank, &J.flip, &J.p))
+        /* a tile's positions (x's im2col box) and output channels (w's box) */
+        const int tp = swap ? bn : bm, tc = swap ? bm : bn;
+        if (!xconv__cuda_map_w(&ps[i], e, tc, &J.b) ||
+            !xconv__cuda_map_x_im2col(&ps[i], e, tp, &J.a, &J.a_rank, &J.flip, &J.p))
             return false;
         J.y_vec = xconv__cuda_y_vec(&ps[i], e);
-        J.y_map = kn.epi != 2 && J.y_vec && xconv__cuda_map_y(&ps[i], e, bm / 2, bn, &J.y);
+        /* y boxes: a warpgroup's rows (BM / 2 positions), or swapped its 64 channels of all */
+        J.y_map = kn.epi != 2 && J.y_vec &&
+                  xconv__cuda_map_y(&ps[i], e, swap ? tp : bm / 2, tc, &J.y);
+        if (swap && !J.y_map) return false;
         J.tile0 = set->tiles;
-        set->tiles += (ps[i].n * xconv__prod3(ps[i].y_size) + bm - 1) / bm *
-                      ((ps[i].cout_g + bn - 1) / bn) * ps[i].groups;
+        set->tiles += (ps[i].n * xconv__prod3(ps[i].y_size) + tp - 1) / tp *
+                      ((ps[i].cout_g + tc - 1) / tc) * ps[i].groups;
     }
     return set->tiles <= INT32_MAX;
 }
@@ -661,7 +697,13 @@ bool make_set(const xconv_canon *ps, int n, const xconv_exec *e, int bm, int bn,
  * more tiles than blocks, the fewer stages only cost (rn50_1x1_1024, 98 tiles: 325 -> 311).
  * (Before the producer warpgroup, when only nst - 2 stages were loaded ahead, the persistent
  * grid lost up to 30% on long reductions.) False when fewer than 3 stages fit. */
-template <kind K, int MT, int BN>
+template <kind K, int MT, int BN, bool SW>
+auto tma_kernel_for(bool multi)
+{
+    if constexpr (SW) return wgmma_tma_kernel<K, MT, BN, false, true>;
+    else return multi ? wgmma_tma_kernel<K, MT, BN, true, false> : wgmma_tma_kernel<K, MT, BN, false, false>;
+}
+template <kind K, int MT, int BN, bool SW = false>
 bool launch_tma(const tma_set &set, const xconv_exec *e, cudaStream_t stream, int persist)
 {
     constexpr int BM = 128 * MT, STAGE = (BM + BN) * BKB, STAGES = cfg<MT, BN>::stages;
@@ -673,7 +715,7 @@ bool launch_tma(const tma_set &set, const xconv_exec *e, cudaStream_t stream, in
     int limit = 0;
     cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, q.device_index);
     const int room = limit - 2048; /* the mbarriers and the alignment */
-    auto kern = set.count > 1 ? wgmma_tma_kernel<K, MT, BN, true> : wgmma_tma_kernel<K, MT, BN, false>;
+    auto kern = tma_kernel_for<K, MT, BN, SW>(set.count > 1);
     /* the persistent layout and how many of its blocks fit at once */
     tma_smem lay;
     const wgmma_knobs kn = knobs_of();
@@ -684,6 +726,7 @@ bool launch_tma(const tma_set &set, const xconv_exec *e, cudaStream_t stream, in
         lay.wg_half &= set.job[i].y_map;
     }
     lay.wg_half &= !lay.own_copy;
+    if (SW && (!lay.wg_half || set.count != 1)) return false; /* swapped tiles leave by boxes only */
     /* stages: as many as the configuration has (or the knob asks) and fit; where the
      * configuration runs two blocks per SM (64-wide tiles), as many as let two fit:
      * rn50_3x3_64 214 -> 280 TFLOP/s with 3 stages each against 4 stages in one block */
@@ -764,7 +807,18 @@ bool launch(const xconv_canon *ps, int n, const xconv_exec *e, cudaStream_t stre
     case 3: return launch_cfg<K, 1, 160>(ps, n, e, stream);
     case 4: return launch_cfg<K, 1, 128>(ps, n, e, stream);
     case 5: return launch_cfg<K, 2, 64>(ps, n, e, stream);
-    default: return launch_cfg<K, 1, 64>(ps, n, e, stream);
+    case 6: return launch_cfg<K, 1, 64>(ps, n, e, stream);
+    default: /* swapped 128 x 192 tiles, else the plain 128 x 192 */
+        if constexpr (K == kind::bf16 || K == kind::f16) {
+            tma_set set;
+            const char *pv = getenv("XCONV_WGMMA_PERSIST");
+            const int persist = pv && pv[0] == '1' ? 1 : pv && pv[0] == '0' ? 0 : -1;
+            if (n == 1 && make_set(ps, 1, e, 128, 192, &set, true) &&
+                (launch_tma<K, 1, 192, true>(set, e, stream, persist) ||
+                 launch_tma<K, 1, 192, true>(set, e, stream, 0)))
+                return true;
+        }
+        return launch_cfg<K, 1, 192>(ps, n, e, stream);
     }
 }
 
@@ -820,10 +874,14 @@ bool xconv__cuda_tc_launch_set(const xconv_canon *ps, int n, const xconv_exec *e
     if (n < 1 || n > MAX_JOBS || !xconv__cuda_igemm_ptrs_ok(e, ps)) return false;
     for (int i = 0; i < n; i++)
         if (!xconv__cuda_wgmma_fits(&ps[i], &why)) return false;
-    int c = pick_cfg(ps);
-    /* tuning knob: XCONV_WGMMA_CFG=0..6 forces a configuration (an index of CFGS) */
+    /* swapped tiles: one problem of 16-bit floats into 16-bit floats, whole channel tiles */
+    const bool swap_ok = n == 1 && (ps->x_dtype == XCONV_DTYPE_BF16 || ps->x_dtype == XCONV_DTYPE_F16) &&
+                         (ps->y_dtype == XCONV_DTYPE_BF16 || ps->y_dtype == XCONV_DTYPE_F16) &&
+                         (ps->groups == 1 || ps->cout_g % 128 == 0);
+    int c = pick_cfg(ps, swap_ok);
+    /* tuning knob: XCONV_WGMMA_CFG=0..7 forces a configuration (an index of CFGS) */
     if (const char *f = getenv("XCONV_WGMMA_CFG"))
-        if (f[0] >= '0' && f[0] <= '6' && f[1] == 0) c = f[0] - '0';
+        if (f[0] >= '0' && f[0] < '0' + NCFG && f[1] == 0) c = f[0] - '0';
     switch (ps->x_dtype) {
     case XCONV_DTYPE_BF16: return launch<kind::bf16>(ps, n, e, stream, c);
     case XCONV_DTYPE_F16: return launch<kind::f16>(ps, n, e, stream, c);

@@ -119,13 +119,21 @@ template <class bias_t> struct epi_pre {
 };
 /* split (the per-warpgroup epilogue of TMA-stored tiles, wg_half_fill): no row offsets (the
  * boxes' coordinates are the tile's), and thread i of each warpgroup fetches the bias of
- * columns i and i + 128 for its warpgroup's own copy. */
+ * columns i and i + 128 for its warpgroup's own copy; swap (swap_fill): the bias of the
+ * thread's two output channels, o0 the tile's first. */
 template <int BM, int BN, class bias_t>
 __device__ __forceinline__ epi_pre<bias_t> epi_fetch(const xconv_canon &p, const char *bias,
                                                      int tid, int64_t m0, int64_t M, int64_t o0,
-                                                     int64_t g, bool split = false)
+                                                     int64_t g, bool split = false,
+                                                     bool swap = false)
 {
     epi_pre<bias_t> r{0, 0, 0};
+    if (swap) { /* the thread's two output channels (accumulator rows) of a swapped tile */
+        const int64_t o = o0 + (tid >> 7) * 64 + ((tid >> 5) & 3) * 16 + ((tid & 31) >> 2);
+        if (bias && o < p.cout_g) r.bias = xconv_cuda_bias_at<bias_t>(p, bias, o, g);
+        if (bias && o + 8 < p.cout_g) r.bias2 = xconv_cuda_bias_at<bias_t>(p, bias, o + 8, g);
+        return r;
+    }
     if (split) {
         const int i = tid & 127;
         if (bias && i < BN) r.bias = xconv_cuda_bias_at<bias_t>(p, bias, o0 + i, g);
@@ -216,6 +224,38 @@ __device__ __forceinline__ void wg_half_fill(const acc_t (&acc)[MT][BN / 2], uns
         asm volatile("bar.sync %0, 128;" ::"r"(bar_id) : "memory");
     }
     wg_tile_rows<K, MT, BN, true>(acc, smem, p, bv, has_bias, y_es, tid);
+}
+
+/* The epilogue of a swapped tile (A: 128 output channels of w, B: BN positions of x, so the
+ * sums are [channel][position]; tma_set's swap): warpgroup wg's 64 channels x BN positions
+ * plus the bias of its thread's two channels (b0, b1: rows lane / 4 and + 8 of its warp's 16),
+ * rounded once to YD (bf16 or f16) and written transposed, [position][channel], into its own
+ * box of y (BN rows of 128 bytes, 128-byte swizzle) by stmatrix .trans: each 8x8 block of the
+ * accumulator fragment (8 channels x 8 positions) lands as 8 rows of 16 bytes, four blocks per
+ * instruction. */
+template <xconv_dtype YD, int BN>
+__device__ __forceinline__ void swap_fill(const float (&acc)[BN / 2], float b0, float b1,
+                                          bool has_bias, unsigned char *box, int tid)
+{
+    const int lane = tid & 31, warp = (tid >> 5) & 3, mi = lane >> 3, k = lane & 7;
+    const uint32_t base = smem_addr(box);
+    const int ch = 2 * warp + (mi & 1); /* the 16-byte chunk of the lane's block's channels */
+#pragma unroll
+    for (int j = 0; j < BN / 8; j += 2) {
+        uint32_t r[4];
+#pragma unroll
+        for (int q = 0; q < 4; q++) { /* blocks (j, channels 0-7), (j, 8-15), (j + 1, ..) */
+            const int jj = j + (q >> 1), hh = q & 1;
+            float lo = acc[4 * jj + 2 * hh], hi = acc[4 * jj + 2 * hh + 1];
+            if (has_bias) lo += hh ? b1 : b0, hi += hh ? b1 : b0;
+            r[q] = YD == XCONV_DTYPE_BF16 ? bf16x2_rne(lo, hi) : f16x2_rne(lo, hi);
+        }
+        const int pos = 8 * (j + (mi >> 1)) + k; /* the row (position) this lane addresses */
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(
+                         base + pos * BKB + ((ch ^ (pos & 7)) << 4)),
+                     "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+                     : "memory");
+    }
 }
 
 /* The epilogue's second part: wg_tile_fill's tile to y, by NT threads (t: 0..NT-1). */
@@ -336,6 +376,12 @@ struct tma_set {
     tma_job job[MAX_JOBS];
     long long tiles; /* of all jobs */
     int count;
+};
+/* A kernel's tile orientation: BM rows of positions (A: x) x BN output channels (B: w), or
+ * swapped (SW): BM = 128 output channels (A: w) x BN positions (B: x), the y tile written
+ * transposed (swap_fill); the tiles' extents along positions (TP) and channels (TC). */
+template <int BM, int BN, bool SW> struct tile_dims {
+    static constexpr int TP = SW ? BN : BM, TC = SW ? BM : BN;
 };
 
 /* Where a TMA kernel's shared memory goes: nst pipeline stages from 0, the epilogue's y tile

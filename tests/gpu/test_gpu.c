@@ -246,6 +246,9 @@ static problem random_problem_once(shape_kind kind)
      * stride 1 or 2, no dilation, 2-D or 3-D with a 1-wide outer window */
     const bool cf_plane = dw && !slide && rnd() % 3 == 0;
     const int64_t plane_ks = rnd() & 1 ? 3 : 5, plane_s = rnd_in(1, 2);
+    /* a quarter of the wgmma problems 1x1 at stride 1 without padding (the 1x1 layers'
+     * shape: one K stage per tap, tiles of few stages) */
+    const bool wg_plain = wg && rnd() % 4 == 0;
     static const xconv_dtype tc_dtypes[] = {XCONV_DTYPE_BF16, XCONV_DTYPE_F16, XCONV_DTYPE_I8,
                                             XCONV_DTYPE_U8, XCONV_DTYPE_F8E4M3, XCONV_DTYPE_F8E5M2};
     problem pb;
@@ -310,6 +313,11 @@ static problem random_problem_once(shape_kind kind)
                 q.stride[i] = outer ? rnd_in(1, 2) : plane_s;
                 q.dilation[i] = 1;
                 if (outer) q.pad_lo[i] = q.pad_hi[i] = 0;
+            }
+            if (wg_plain) {
+                ks[i] = 1;
+                q.stride[i] = 1;
+                q.pad_lo[i] = q.pad_hi[i] = 0;
             }
             if (patch) { /* windows tile x; sometimes one window per image */
                 ks[i] = rnd_in(1, 4);
@@ -878,7 +886,7 @@ int main(void)
              * the planner's pick would leave most configurations unrun at these sizes */
             const bool force = special[k] == SHAPE_WGMMA || special[k] == SHAPE_DECONV;
             if (force) {
-                const char cfg[2] = {(char)('0' + (i / 2) % 7), 0};
+                const char cfg[2] = {(char)('0' + (i / 2) % 8), 0};
                 setenv("XCONV_WGMMA_CFG", cfg, 1);
                 setenv("XCONV_WGMMA_PERSIST", (i / 14) % 2 ? "1" : "0", 1);
                 /* few blocks in the persistent grid, so that each runs many tiles */
