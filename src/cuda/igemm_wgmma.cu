@@ -635,7 +635,11 @@ int pick_cfg(const xconv_canon *p, bool swap_ok)
  * stay slower than its 128x256 tiles, which leave no room for two. Eighth session, dropped:
  * two y tiles in turn with the per-warpgroup hand-over, 113.7 -> 116.8 on those 128x128 tiles,
  * still under 128x256's 123; x of a 1x1 conv by a tiled 2-d map instead of im2col mode: no
- * change on 128x256 tiles, 0.94x on the swapped ones.) */
+ * change on 128x256 tiles, 0.94x on the swapped ones; 16-bit y by stmatrix in the normal
+ * orientation, rn50_1x1_256 118 -> 108; y stored evict-first in L2, rn50_1x1_1024 366 -> 337;
+ * swapped tiles in clusters of two blocks sharing x's tile by TMA multicast (each loading
+ * half, empty barriers arrived on from both blocks), correct but rn50_1x1_1024 360 -> 282,
+ * rn50_3x3_256 555 -> 419.) */
 struct wgmma_knobs {
     int nst, blocks;
     int epi; /* XCONV_WGMMA_EPI: 0 the default, 1 "consumers" (no store warps), 2 "rows" (the
