@@ -22,6 +22,10 @@
  * packed per execute, or once at plan creation for constant weights (prepack): wp [G, panel,
  * K, cin_g, nr] (complex rows as split planes); bias per execute, likewise. y of the compute
  * type's dtype with dense channels is written in place; anything else goes through a per-thread tile and xconv__store_row.
+ * A conv whose padding is not materialized leaves out of each tile's calls the runs that lie
+ * in the padding for all of its positions (the top and bottom output rows' kernel rows) when
+ * the terms left out are exact zeros that change no sum: finite weights (flagged while they
+ * are packed) and no bias of -0.
  *
  * Shapes: positions tile by mr (within one stride phase of one output row for the transpose),
  * output channels by nr within a group. Work units (a block of tiles of one group and panel)
@@ -211,6 +215,11 @@ static ig_geom ig_geom_of(const xconv_canon *p)
     q.wp = 0;
     q.psum = xconv__align64(q.b_row * (size_t)(p->groups * q.panels * xconv__prod3(p->k_size) * q.cin_r));
     q.blob = q.psum + (q.vnni ? xconv__align64(sizeof(uint32_t) * (size_t)(q.panels * xconv__prod3(p->k_size) * q.g->nr)) : 0);
+    /* Taps in the padding for all of a tile's positions are left out of its calls (the top
+     * and bottom output rows of a padded 3x3 conv: a fifth of rn50_3x3_512's work at 7x7) */
+    q.skip = !tr && !q.vnni && !q.cf && !q.plain_x && padded && !q.pad_copy;
+    q.nonfinite = q.blob;
+    if (q.skip) q.blob += 64;
     const size_t threads = (size_t)(p->threads > 0 ? p->threads : 1);
     q.panel_bytes = xconv__align64(q.b_row * (size_t)(xconv__prod3(p->k_size) * q.cin_r));
     for (int pass = 0; pass < 2; pass++) {
@@ -233,6 +242,7 @@ static ig_geom ig_geom_of(const xconv_canon *p)
             break;
         q.lazy = true;
     }
+    if (q.lazy) q.skip = false; /* panels packed apart: no flag over all the weights */
     return q;
 }
 
@@ -319,7 +329,8 @@ static size_t ptr_bytes(const ig_geom *q)
 {
     const size_t mr = (size_t)q->g->mr, runs = (size_t)q->max_runs, gt = (size_t)q->group;
     return xconv__align64(sizeof(void *) * (gt * runs * (mr + 1) + runs * (mr + 1) + 2 * gt * mr) +
-                   sizeof(ig_tile) * gt + sizeof(ig_run_entry) * runs);
+                   sizeof(ig_tile) * gt + sizeof(ig_run_entry) * runs +
+                   (q->skip ? sizeof(int32_t) * gt * runs : 0));
 }
 
 static void cursor_bases(const ig_task *t, ig_cursor *c)
@@ -389,9 +400,12 @@ static bool conv_runs(const ig_task *t, ig_run_entry *rt)
 
 /* Fills the A pointers of one conv tile (every run, mr rows) and its live rows' y element
  * offsets at output channel 0; returns the number of runs. Rows past the last position and
- * taps in the padding read the zero buffer. */
+ * taps in the padding read the zero buffer. With sel (t->skip_taps, check set), a run that
+ * lies in the padding for every live row is left out: the runs kept are packed to the
+ * front, in order, and sel[r] names the r-th kept run. */
 static int64_t conv_tile(const ig_task *t, int64_t g, int64_t tile, const ig_run_entry *rt,
-                         bool check, const void **a, int *m, int64_t *yel, ig_cursor *cur)
+                         bool check, int32_t *sel, const void **a, int *m, int64_t *yel,
+                         ig_cursor *cur)
 {
     const xconv_canon *p = t->e->p;
     const ig_geom *q = t->q;
@@ -420,16 +434,24 @@ static int64_t conv_tile(const ig_task *t, int64_t g, int64_t tile, const ig_run
             for (int i = 0; i < mr; i++) a[r * mr + i] = src + (int64_t)(xb[i] + rt[r].off) * es;
         return q->runs;
     }
-    for (int64_t r = 0; r < q->runs; r++)
+    int64_t kept = 0;
+    for (int64_t r = 0; r < q->runs; r++) {
+        bool any = false;
         for (int i = 0; i < mr; i++) {
             bool in = i < live;
             if (in && check)
                 in = (uint64_t)(q0[i] + rt[r].d0) < (uint64_t)p->x_size[0] &&
                      (uint64_t)(q1[i] + rt[r].d1) < (uint64_t)p->x_size[1] &&
                      (uint64_t)(q2[i] + rt[r].d2) < (uint64_t)p->x_size[2];
-            a[r * mr + i] = in ? src + (int64_t)(xb[i] + rt[r].off) * es : zero;
+            a[kept * mr + i] = in ? src + (int64_t)(xb[i] + rt[r].off) * es : zero;
+            any |= in;
         }
-    return q->runs;
+        if (!sel)
+            kept++;
+        else if (any)
+            sel[kept++] = (int32_t)r;
+    }
+    return kept;
 }
 
 /* Fills the pointer arrays of one transpose tile (one stride phase of one output row). */
@@ -619,6 +641,7 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
     void **yr = c + gt * mr;                          /* [gt][mr]: y rows for y_fused */
     ig_tile *tiles = (ig_tile *)(yr + gt * mr);
     ig_run_entry *runs = (ig_run_entry *)(tiles + gt); /* [mx], conv */
+    int32_t *sel = (int32_t *)(runs + mx);            /* [gt][mx], q->skip: each tile's runs */
     char *ctile = scratch + ptr_bytes(q);             /* [gt][mr] rows */
     uint32_t *tinit = (uint32_t *)(ctile + xconv__align64((size_t)(gt * mr) * q->row_bytes)); /* [gt + 1] */
     const bool tr = p->op == XCONV_OP_CONV_TRANSPOSE;
@@ -626,8 +649,10 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
     int64_t packed_gp = -1;
     ig_cursor cursor = {.first = -1};
     const bool check = !tr && conv_runs(t, runs);
-    /* conv's tiles all sum the same runs: one b array serves them */
-    const int64_t bstep = tr ? mx : 0;
+    /* conv's tiles all sum the same runs, one b array serving them, unless each tile leaves
+     * out its own runs in the padding */
+    const bool skip = check && t->skip_taps;
+    const int64_t bstep = tr || skip ? mx : 0;
 
     const int64_t gps = p->groups * q->panels;
     int64_t built_blk = -1, built_g = -1, shifted_blk = -1;
@@ -678,7 +703,7 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
             continue;
         }
 
-        if (!tr)
+        if (!tr && !skip)
             for (int64_t r = 0; r < q->runs; r++) b[r] = wpanel + runs[r].w;
         /* conv tiles depend only on the block and the group: the next panel of the same block
          * (tile-major units) keeps their A pointers and rows */
@@ -695,8 +720,12 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
                 for (int i = 0; i < tl->m; i++)
                     tl->yel[i] = p->y_off + (t->n0 + pos[i][0]) * p->y_sn + pos[i][1] * p->y_ss[0] +
                                  pos[i][2] * p->y_ss[1] + pos[i][3] * p->y_ss[2];
-            } else if (!reuse) {
-                tl->runs = conv_tile(t, g, tile0 + ti, runs, check, at, &tl->m, tl->yel, &cursor);
+            } else {
+                int32_t *ts = skip ? sel + ti * mx : NULL;
+                if (!reuse)
+                    tl->runs = conv_tile(t, g, tile0 + ti, runs, check, ts, at, &tl->m, tl->yel, &cursor);
+                if (ts) /* this panel's weights of the tile's own runs */
+                    for (int64_t r = 0; r < tl->runs; r++) bt[r] = wpanel + runs[ts[r]].w;
             }
             tl->done = tl->m == 0;
             /* live positions come first in a tile, so rows i < m are exactly the live ones */
@@ -763,6 +792,27 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
 }
 
 
+/* Whether one of count compute-type values (both parts of complex ones) is a float -0: a
+ * sum that starts there stays -0 over zero terms, which adding +0 would make +0. */
+static bool has_negative_zero(xconv_ctype ct, const void *v, int64_t count)
+{
+    const unsigned char *b = v;
+    if (ct == XCONV_CT_F32 || ct == XCONV_CT_C64) {
+        for (int64_t i = 0; i < count * (ct == XCONV_CT_C64 ? 2 : 1); i++) {
+            uint32_t u;
+            memcpy(&u, b + 4 * i, 4);
+            if (u == 0x80000000u) return true;
+        }
+    } else if (ct == XCONV_CT_F64 || ct == XCONV_CT_C128) {
+        for (int64_t i = 0; i < count * (ct == XCONV_CT_C128 ? 2 : 1); i++) {
+            uint64_t u;
+            memcpy(&u, b + 8 * i, 8);
+            if (u == 0x8000000000000000u) return true;
+        }
+    }
+    return false;
+}
+
 static xconv_status ig_run(const xconv_exec *e, xconv_error *err)
 {
     const xconv_canon *p = e->p;
@@ -772,6 +822,8 @@ static xconv_status ig_run(const xconv_exec *e, xconv_error *err)
     ig_task t = {.e = e, .q = &q, .blob = p->prepacked ? (char *)e->packed : ws};
 
     if (!p->prepacked && !q.lazy) xconv__igemm_pack_all_weights(e->ctx, &t);
+    t.skip_taps = q.skip && atomic_load_explicit((_Atomic uint32_t *)(t.blob + q.nonfinite),
+                                                 memory_order_relaxed) == 0;
     if (q.vnni) {
         xconv__igemm_vnni_init(e, &q, t.blob);
     } else if (p->has_bias) {
@@ -783,6 +835,7 @@ static xconv_status ig_run(const xconv_exec *e, xconv_error *err)
                 xconv__load_row(p->ct, p->bias_dtype,
                                 (const char *)e->bias + (p->b_off + o0 * p->b_s) * (int64_t)xconv_dtype_size(p->bias_dtype),
                                 p->b_s, tmp, cnt);
+                if (t.skip_taps && has_negative_zero(p->ct, tmp, cnt)) t.skip_taps = false;
                 xconv__igemm_put_row(&q, tmp, ws + q.bp + q.row_bytes * (size_t)(g * q.panels + panel), cnt, cs);
             }
     }

@@ -41,6 +41,13 @@ typedef struct ig_geom {
     /* the weights blob (workspace start, or the plan's prepacked memory): packed weights
      * and VNNI's per-channel weight sums */
     size_t  wp, psum, blob;
+    /* skip: conv may leave out of a tile's call the taps that lie in the padding for all of
+     * its positions (conv with unmaterialized padding, not VNNI, cf or lazy), when the
+     * weights are finite (so that every term left out is an exact zero) and no bias value
+     * is -0 (so that no sum is -0: adding a zero to any other value leaves it unchanged).
+     * nonfinite: the blob's flag word, set by the packing when a packed weight is Inf or NaN. */
+    bool    skip;
+    size_t  nonfinite;
     /* lazy: the whole blob would break the workspace budget, so each thread packs the
      * panel it works on into its own slot (at panel_off) when it gets there */
     bool    lazy;
@@ -74,6 +81,7 @@ typedef struct ig_task {
     /* conv tiles as one plain GEMM (kernel_gemm) when x rows and y rows step evenly over
      * the chunk's positions: the steps, in src elements and y elements; 0: tile by tile */
     int64_t           plain_a, plain_y;
+    bool              skip_taps;  /* q->skip, and these weights and bias allow it */
 } ig_task;
 
 /* Writes `count` compute-type values (interleaved if complex) as one packed row of nr. */
@@ -93,7 +101,8 @@ void xconv__igemm_convert_x_range(void *arg, int64_t begin, int64_t end, int slo
 void xconv__igemm_shift_rows(unsigned char *dst, int64_t cin_r, const void *src,
                              ptrdiff_t src_step, int64_t rows, int64_t cin);
 
-/* Every panel of the weights into t->blob, split over the context's threads. */
+/* Every panel of the weights into t->blob, split over the context's threads; where q->skip,
+ * the blob's nonfinite word then says whether a packed weight is Inf or NaN. */
 void xconv__igemm_pack_all_weights(xconv_context *ctx, ig_task *t);
 
 /* VNNI: each panel's init row (bias and the x' shift's correction) in the workspace at bp. */

@@ -30,6 +30,36 @@ void xconv__igemm_put_row(const ig_geom *q, const void *src, char *row, int64_t 
     }
 }
 
+/* Sets the blob's nonfinite word when one of `bytes` bytes of packed float weights at rows
+ * is Inf or NaN (an all-ones exponent; zero padding past cout is finite). Runs on the rows
+ * just packed, while they are in cache. */
+static void note_nonfinite(const ig_task *t, const char *rows, size_t bytes)
+{
+    const xconv_ctype ct = t->e->p->ct;
+    bool bad = false;
+    if (ct == XCONV_CT_F32 || ct == XCONV_CT_C64) {
+        const size_t n = bytes / 4;
+        uint32_t any = 0;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t v;
+            memcpy(&v, rows + 4 * i, 4);
+            any |= (uint32_t)((v & 0x7f800000u) == 0x7f800000u);
+        }
+        bad = any != 0;
+    } else if (ct == XCONV_CT_F64 || ct == XCONV_CT_C128) {
+        const size_t n = bytes / 8;
+        uint64_t any = 0;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t v;
+            memcpy(&v, rows + 8 * i, 8);
+            any |= (uint64_t)((v & 0x7ff0000000000000u) == 0x7ff0000000000000u);
+        }
+        bad = any != 0;
+    }
+    if (bad)
+        atomic_store_explicit((_Atomic uint32_t *)(t->blob + t->q->nonfinite), 1u, memory_order_relaxed);
+}
+
 void xconv__igemm_pack_weights_range(void *arg, int64_t begin, int64_t end, int slot)
 {
     const ig_task *t = arg;
@@ -73,13 +103,16 @@ void xconv__igemm_pack_weights_range(void *arg, int64_t begin, int64_t end, int 
                         for (int64_t j = 0; j < cnt; j++) memcpy(row + 8 * j, tile + 8 * (j * 64 + c), 8);
                 }
             }
+            if (q->skip) note_nonfinite(t, dst, q->row_bytes * (size_t)p->cin_g);
             continue;
         }
+        char *const first = dst;
         for (int64_t ci = 0; ci < p->cin_g; ci++, dst += drow) {
             const int64_t el = wbase + ci * p->w_si;
             xconv__load_row(p->ct, p->x_dtype, (const char *)t->e->w + el * xes, p->w_so, tmp, cnt);
             xconv__igemm_put_row(q, tmp, dst, cnt, cs);
         }
+        if (q->skip) note_nonfinite(t, first, q->row_bytes * (size_t)p->cin_g); /* not cf: dense */
     }
     (void)slot;
 }
@@ -244,6 +277,7 @@ void xconv__igemm_vnni_init(const xconv_exec *e, const ig_geom *q, const char *b
 void xconv__igemm_pack_all_weights(xconv_context *ctx, ig_task *t)
 {
     const xconv_canon *p = t->e->p;
+    if (t->q->skip) atomic_init((_Atomic uint32_t *)(t->blob + t->q->nonfinite), 0u);
     xconv__parallel_for_slot(ctx, p->groups * t->q->panels * xconv__prod3(p->k_size),
                              t->q->vnni ? pack_weights_vnni_range : xconv__igemm_pack_weights_range, t);
 }

@@ -1,0 +1,258 @@
+/*
+ * test_igemm_skip.c — cpu.igemm's padded convs that leave out of a tile's kernel calls the
+ * taps lying in the padding for every position of the tile (the top and bottom output rows
+ * of a padded kernel), against cpu.ref, forced by name:
+ *
+ *   - named problems: 1-D, 2-D and 3-D padded kernels whose tiles of 6 positions lie wholly
+ *     in one output row (or straddle two), a single output row (both padded kernel rows left
+ *     out), padding wider than x (tiles with no tap left: y = bias), dilation, stride,
+ *     asymmetric padding, groups, kernel rows merged into one run (padding in outer dims
+ *     only), a reduction longer than one block of weights, output channels around the
+ *     64-wide panel, position counts around the 6-row tile;
+ *   - f32, f64, bf16 (y bf16 and f32), f16, i8 (y i8 and i32), u8 -> u32, i32, u64, c64 and
+ *     c128 (the skip runs where x is read in place: channels-last x of the compute type;
+ *     the other dtypes and layouts take the zero-padded buffer and must still match);
+ *   - both layouts; dense views, dense-innermost views with padded and reversed outer dims,
+ *     fully strided views; with and without bias; 1, 2 and 3 threads, which must give the
+ *     same bits; no byte of y's buffer outside its elements may change;
+ *   - the terms left out must be exact zeros: an Inf or NaN weight (0 * Inf is NaN in
+ *     cpu.ref) and a bias of -0 (-0 + +0 is +0) turn the skip off, compared bit for bit
+ *     (sums of zeros have the same bits in any order), per execute and with the weights
+ *     packed once (constant_weights).
+ * Integers are exact; floats within engine_check.h's tolerance of sum|x*w|.
+ */
+#include "common/engine_check.h"
+#include "common/ref_conv.h"
+#include "harness.h"
+
+static xconv_context *CTX[4]; /* CTX[t]: t threads */
+
+typedef struct skip_case {
+    const char *name;
+    xconv_op op;
+    int d;
+    int64_t n, cin, cout, groups;
+    int64_t x[3], k[3], s[3], t[3], lo[3], hi[3], opad[3];
+} skip_case;
+
+#define CV XCONV_OP_CONV
+
+/* clang-format off */
+static const skip_case CASES[] = {
+    {"3x3 pad 1 over 7x7 (rn50_3x3_512's shape), 65 outputs",
+     CV, 2, 2, 16, 65, 1, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}},
+    {"3x3 pad 1 over 5x13: tiles in the top and bottom rows and straddling ones",
+     CV, 2, 1, 17, 17, 1, {5, 13}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}},
+    {"3x3 pad 1 over 1x9: one output row, both padded kernel rows left out",
+     CV, 2, 3, 16, 64, 1, {1, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}},
+    {"3x3 pad 3 over 2x2: tiles with no tap in x",
+     CV, 2, 2, 16, 5, 1, {2, 2}, {3, 3}, {1, 1}, {1, 1}, {3, 3}, {3, 3}, {0}},
+    {"3x3x3 pad 1 over 3x4x5",
+     CV, 3, 1, 16, 20, 1, {3, 4, 5}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0}},
+    {"1-D k5 stride 2, padding 0:3",
+     CV, 1, 2, 24, 33, 1, {20}, {5}, {2}, {1}, {0}, {3}, {0}},
+    {"1-D k3 pad 4 over 3: whole tiles in the padding",
+     CV, 1, 3, 16, 9, 1, {3}, {3}, {1}, {1}, {4}, {4}, {0}},
+    {"3x3 dilation 2 pad 2 over 6x6",
+     CV, 2, 1, 16, 12, 1, {6, 6}, {3, 3}, {1, 1}, {2, 2}, {2, 2}, {2, 2}, {0}},
+    {"3x3 pad 1, groups 2 of 16 channels",
+     CV, 2, 2, 32, 34, 2, {4, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}},
+    {"3x3 padded rows only: kernel rows merged into runs",
+     CV, 2, 2, 16, 10, 1, {5, 8}, {3, 3}, {1, 1}, {1, 1}, {1, 0}, {1, 0}, {0}},
+    {"3x3 stride 2 pad 1 over 9x9, 64 outputs",
+     CV, 2, 1, 16, 64, 1, {9, 9}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {0}},
+    {"3x3 pad 1, 300 channels: runs over several blocks of weights",
+     CV, 2, 1, 300, 7, 1, {4, 4}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}},
+    {"2x2 pad 1:0 over 6x6, 130 outputs",
+     CV, 2, 1, 16, 130, 1, {6, 6}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0}},
+};
+/* clang-format on */
+#define NCASES ((int)(sizeof CASES / sizeof CASES[0]))
+
+static const xconv_dtype PAIRS[][2] = {
+    {XCONV_DTYPE_F32, XCONV_DTYPE_F32},   {XCONV_DTYPE_F64, XCONV_DTYPE_F64},
+    {XCONV_DTYPE_BF16, XCONV_DTYPE_BF16}, {XCONV_DTYPE_BF16, XCONV_DTYPE_F32},
+    {XCONV_DTYPE_F16, XCONV_DTYPE_F16},   {XCONV_DTYPE_I8, XCONV_DTYPE_I8},
+    {XCONV_DTYPE_I8, XCONV_DTYPE_I32},    {XCONV_DTYPE_U8, XCONV_DTYPE_U32},
+    {XCONV_DTYPE_I32, XCONV_DTYPE_I32},   {XCONV_DTYPE_U64, XCONV_DTYPE_U64},
+    {XCONV_DTYPE_C64, XCONV_DTYPE_C64},   {XCONV_DTYPE_C128, XCONV_DTYPE_C128},
+};
+#define NPAIRS ((int)(sizeof PAIRS / sizeof PAIRS[0]))
+
+enum { SV_DENSE, SV_ROWS, SV_STRIDED, SV_COUNT };
+static const char *const SV_NAMES[SV_COUNT] = {"dense", "dense-innermost rows", "strided"};
+
+static xconv_tensor view_of(int view, xconv_dtype dt, int rank, const int64_t *shape,
+                            unsigned flip, bool output)
+{
+    if (view == SV_ROWS)
+        return make_view_inner(dt, rank, shape, V_FLIPPED, flip & ~(1u << (rank - 1)), output, 1);
+    return make_view(dt, rank, shape, view == SV_DENSE ? V_DENSE : V_FLIPPED, flip, output);
+}
+
+static int problems, specials;
+
+static void setup(tu_problem *p, const skip_case *c, xconv_layout L, xconv_dtype xdt,
+                  xconv_dtype ydt, bool bias)
+{
+    memset(p, 0, sizeof *p);
+    CASE_GEOMETRY(p, c);
+    p->layout = L, p->has_bias = bias, p->xdt = xdt, p->ydt = ydt;
+    tu_problem_finish(p);
+}
+
+static void run_one(const skip_case *c, xconv_layout L, int pair, int view, bool bias, tu_rng *r)
+{
+    tu_problem p;
+    setup(&p, c, L, PAIRS[pair][0], PAIRS[pair][1], bias);
+    int64_t xs[XCONV_MAX_RANK], ws[XCONV_MAX_RANK], bs[1], ys[XCONV_MAX_RANK];
+    tu_shapes(&p, xs, ws, bs, ys);
+    const int rank = c->d + 2;
+    const unsigned sp = spatial_mask(L, c->d);
+    xconv_tensor x = view_of(view, p.xdt, rank, xs, sp, false);
+    xconv_tensor w = view_of(view, p.xdt, rank, ws, 1u, false);
+    xconv_tensor b = view_of(view == SV_STRIDED ? SV_STRIDED : SV_DENSE, p.ydt, 1, bs, 1u, false);
+    xconv_tensor yr = view_of(view, p.ydt, rank, ys, sp | 1u, true);
+    fill_all(&x, r), fill_all(&w, r), fill_all(&b, r);
+
+    char desc[200], label[320];
+    tu_describe(&p, desc, sizeof desc);
+    snprintf(label, sizeof label, "%s: %s, %s views%s", c->name, desc, SV_NAMES[view],
+             bias ? ", bias" : "");
+    xconv_error err;
+    const char *used;
+    xconv_status st = tu_conv(CTX[1], &p, &x, &w, &b, &yr, "cpu.ref", &used, &err);
+    XT_CHECK(st == XCONV_STATUS_OK, "%s [cpu.ref]: %s", label, err.description);
+    double *mag = NULL;
+    if (!tu_is_int(p.ydt)) {
+        tu_val *exact = malloc(sizeof(tu_val) * (size_t)tu_ycount(&p));
+        mag = malloc(sizeof(double) * (size_t)tu_ycount(&p));
+        tu_ref_conv(&p, &x, &w, &b, exact, mag);
+        free(exact);
+    }
+    xconv_tensor y[4];
+    for (int t = 1; t <= 3; t++) {
+        y[t] = yr;
+        y[t].data = malloc(view_bytes(&yr));
+        memset(y[t].data, 0xA5, view_bytes(&yr));
+        st = tu_conv(CTX[t], &p, &x, &w, &b, &y[t], "cpu.igemm", &used, &err);
+        XT_CHECK(st == XCONV_STATUS_OK, "%s [cpu.igemm, %d threads]: %s", label, t,
+                 err.description);
+    }
+    const int64_t bad = compare_outputs(&p, &y[1], &yr, mag, label);
+    XT_CHECK(bad == 0, "%s: %" PRId64 " elements differ from cpu.ref", label, bad);
+    const size_t nb = view_bytes(&yr);
+    XT_CHECK(memcmp(y[1].data, y[2].data, nb) == 0 && memcmp(y[1].data, y[3].data, nb) == 0,
+             "%s: 1, 2 and 3 threads give different bits", label);
+    problems++;
+    for (int t = 1; t <= 3; t++) free(y[t].data);
+    free(mag);
+    free(x.data), free(w.data), free(b.data), free(yr.data);
+}
+
+/*
+ * Terms that are not exact zeros, channels-last dense, the skip's dtypes: kind 0 puts an Inf
+ * weight on the first tap of the kernel (0 * Inf = NaN wherever that tap is in the padding),
+ * kind 1 a NaN there, kind 2 x = -0 everywhere with positive weights and a bias of -0 (cpu.ref:
+ * -0 at the positions whose taps are all in x, +0 where a padding term +0 joins). Kinds 0
+ * and 1 are compared within tolerance (NaN where cpu.ref has NaN), kind 2 bit for bit; each
+ * per execute (1-3 threads) and with the weights packed once.
+ */
+static void run_special(const skip_case *c, xconv_dtype dt, int kind, tu_rng *r)
+{
+    tu_problem p;
+    setup(&p, c, XCONV_LAYOUT_CHANNELS_LAST, dt, dt, kind == 2);
+    int64_t xs[XCONV_MAX_RANK], ws[XCONV_MAX_RANK], bs[1], ys[XCONV_MAX_RANK];
+    tu_shapes(&p, xs, ws, bs, ys);
+    const int rank = c->d + 2;
+    xconv_tensor x = tu_alloc(dt, rank, xs, 0xA5), w = tu_alloc(dt, rank, ws, 0xA5);
+    xconv_tensor b = tu_alloc(dt, 1, bs, 0xA5), yr = tu_alloc(dt, rank, ys, 0xA5);
+    fill_all(&x, r), fill_all(&w, r), fill_all(&b, r);
+    const int64_t nw = tu_numel(rank, ws);
+    if (kind == 2) {
+        tu_val nz = {0, -0.0, tu_is_complex(dt) ? -0.0 : 0.0};
+        for (int64_t i = 0; i < tu_numel(rank, xs); i++) tu_store(dt, x.data, i, nz);
+        for (int64_t i = 0; i < nw; i++) {
+            tu_val v = tu_load(dt, w.data, i);
+            v.re = fabs(v.re) + 0.25, v.im = fabs(v.im) + 0.25;
+            tu_store(dt, w.data, i, v);
+        }
+        for (int64_t i = 0; i < p.cout; i++) tu_store(dt, b.data, i, nz);
+    } else {
+        /* w [Cout, K..., Cin/g] channels-last: element (o, k = 0, c) of every o, c */
+        const int64_t kk = tu_numel(c->d, c->k), cin_g = p.cin / p.groups;
+        const double special = kind == 0 ? INFINITY : NAN;
+        for (int64_t o = 0; o < p.cout; o += 3)
+            for (int64_t ch = 0; ch < cin_g; ch += 5) {
+                tu_val v = {0, special, 0.0};
+                tu_store(dt, w.data, o * kk * cin_g + ch, v);
+            }
+    }
+    char desc[200], label[320];
+    tu_describe(&p, desc, sizeof desc);
+    snprintf(label, sizeof label, "%s: %s, %s", c->name, desc,
+             kind == 0 ? "Inf weights" : kind == 1 ? "NaN weights" : "x -0, bias -0");
+    xconv_error err;
+    const char *used;
+    xconv_status st = tu_conv(CTX[1], &p, &x, &w, &b, &yr, "cpu.ref", &used, &err);
+    XT_CHECK(st == XCONV_STATUS_OK, "%s [cpu.ref]: %s", label, err.description);
+    double *mag = malloc(sizeof(double) * (size_t)tu_ycount(&p));
+    tu_val *exact = malloc(sizeof(tu_val) * (size_t)tu_ycount(&p));
+    tu_ref_conv(&p, &x, &w, &b, exact, mag);
+    free(exact);
+    const size_t nb = view_bytes(&yr);
+    xconv_tensor y = yr;
+    y.data = malloc(nb);
+    for (int t = 1; t <= 4; t++) {
+        memset(y.data, 0xA5, nb);
+        if (t <= 3) {
+            st = tu_conv(CTX[t], &p, &x, &w, &b, &y, "cpu.igemm", &used, &err);
+        } else { /* weights packed once, at plan creation */
+            xconv_params q = tu_params(&p);
+            xconv_plan_options o = {.engine = "cpu.igemm", .constant_weights = true};
+            xconv_plan *plan = NULL;
+            st = xconv_plan_create(CTX[2], &q, &x, &w, p.has_bias ? &b : NULL, &y, &o, &plan, &err);
+            if (st == XCONV_STATUS_OK)
+                st = xconv_plan_execute(plan, x.data, NULL, p.has_bias ? b.data : NULL, y.data,
+                                        NULL, 0, &err);
+            xconv_plan_destroy(plan);
+        }
+        XT_CHECK(st == XCONV_STATUS_OK, "%s [cpu.igemm, run %d]: %s", label, t, err.description);
+        if (kind == 2) {
+            XT_CHECK(memcmp(y.data, yr.data, nb) == 0, "%s (run %d): bits differ from cpu.ref",
+                     label, t);
+        } else {
+            const int64_t bad = compare_outputs(&p, &y, &yr, mag, label);
+            XT_CHECK(bad == 0, "%s (run %d): %" PRId64 " elements differ from cpu.ref", label, t,
+                     bad);
+        }
+    }
+    specials++;
+    free(mag), free(y.data);
+    free(x.data), free(w.data), free(b.data), free(yr.data);
+}
+
+int main(void)
+{
+    for (int t = 1; t <= 3; t++) {
+        xconv_context_options o = {.threads = t};
+        xconv_context_create(&o, &CTX[t], NULL);
+    }
+    tu_rng r = {0x5eed5c1b7a3e9d41ull};
+    int combo = 0;
+    for (int ci = 0; ci < NCASES; ci++)
+        for (int pi = 0; pi < NPAIRS; pi++)
+            for (int li = 0; li < 2; li++)
+                for (int v = 0; v < SV_COUNT; v++, combo++)
+                    run_one(&CASES[ci], li ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST,
+                            pi, v, combo % 3 != 1, &r);
+    XT_CHECK(problems == NCASES * NPAIRS * 2 * SV_COUNT, "%d problems ran", problems);
+    static const xconv_dtype FLOATS[] = {XCONV_DTYPE_F32, XCONV_DTYPE_F64, XCONV_DTYPE_C64,
+                                         XCONV_DTYPE_C128};
+    for (int ci = 0; ci < NCASES; ci++)
+        for (int fi = 0; fi < 4; fi++)
+            for (int kind = 0; kind < 3; kind++) run_special(&CASES[ci], FLOATS[fi], kind, &r);
+    XT_CHECK(specials == NCASES * 4 * 3, "%d special problems ran", specials);
+    for (int t = 1; t <= 3; t++) xconv_context_destroy(CTX[t]);
+    return xt_finish("test_igemm_skip");
+}
