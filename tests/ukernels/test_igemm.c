@@ -4,7 +4,8 @@
  * n in {1, nr-1, nr} (and the rest for small nr), run length len in {1, 2, 7, 33}, ntaps in
  * {0, 1, 3}, with and without init. Integers are compared bit for bit (wrapping), floats
  * within a few ulps of the sum of |products|; columns past n and rows past m must stay
- * untouched (canaries). The VNNI byte kernels also through kernel_y, which stores the sums'
+ * untouched (canaries), and the first m rows must have the bits of the same call over all mr
+ * rows (short tiles run bodies of fewer rows). The VNNI byte kernels also through kernel_y, which stores the sums'
  * low 1, 2 or 4 bytes into y rows and leaves c (its accumulate input) as it was, and
  * kernel_gemm, which runs any number of rows at even steps.
  */
@@ -132,7 +133,21 @@ static void run_case(const xconv_igemm_geom *g, int m, int n, int64_t len, int64
                 put_val(ct, cbuf + (size_t)(i * ldc + j) * cs, pu[i][j], pre[i][j], pim[i][j]);
             }
 
+    /* the same call over all mr rows (rows past m read what they point at): its first m
+     * rows must have the same bits, whichever body of fewer rows ran the short tile */
+    unsigned char *fbuf = malloc(cs * (size_t)(mr * ldc));
+    memcpy(fbuf, cbuf, cs * (size_t)(mr * ldc));
+    void *cf[8];
+    for (int i = 0; i < mr; i++) cf[i] = fbuf + (size_t)(i * ldc) * cs;
     g->kernel(ntaps, len, a, b, with_init ? init : NULL, c, m, n, accumulate);
+    g->kernel(ntaps, len, a, b, with_init ? init : NULL, cf, mr, n, accumulate);
+    bool same = true;
+    for (int i = 0; i < m; i++)
+        same &= memcmp(cbuf + (size_t)(i * ldc) * cs, fbuf + (size_t)(i * ldc) * cs, cs * (size_t)n) == 0;
+    XT_CHECK(same, "%s %s: m %d n %d len %lld ntaps %lld init %d acc %d: rows differ from a "
+             "call over all %d rows", xconv__ctype_name(ct), g->isa, m, n, (long long)len,
+             (long long)ntaps, with_init, accumulate, mr);
+    free(fbuf);
 
     int bad = 0;
     for (int i = 0; i < mr && !bad; i++)

@@ -25,14 +25,23 @@
 #define XCONV_TEMPLATE "cpu/ukernels/igemm.tmpl.h"
 #include "cpu/instantiate_rt.h"
 
-/* One wrapper: fixes (mr, nv) as constants so the body's loops unroll into registers. */
+/* One wrapper: fixes (mr, nv) as constants so the body's loops unroll into registers. A
+ * tile of m <= 4 < mr live rows (the last tile of a 7x7 output, a transposed conv's phase
+ * ends) runs a body of m rows instead: the rows past m cost nothing, and each live row's
+ * sum is the same operations in the same order, so the bits do not change. */
+#define XI_ROWS(t, mr, nv, k)                                                                \
+    if ((k) < (mr) && m == (k)) {                                                            \
+        igemm_body_##t(k, nv, mr, ntaps, len, a, b, init, c, m, n, accumulate);              \
+        return;                                                                              \
+    }
 #define XI_WRAPPER(t, isa, mr, nv)                                                           \
     static XI_TARGET_##isa void igemm_##isa##_##t(int64_t ntaps, int64_t len,               \
                                                   const void *const *a, const void *const *b, \
                                                   const void *init, void *const *c, int m,   \
                                                   int n, int accumulate)                     \
     {                                                                                        \
-        igemm_body_##t(mr, nv, ntaps, len, a, b, init, c, m, n, accumulate);                 \
+        XI_ROWS(t, mr, nv, 1) XI_ROWS(t, mr, nv, 2) XI_ROWS(t, mr, nv, 3) XI_ROWS(t, mr, nv, 4) \
+        igemm_body_##t(mr, nv, mr, ntaps, len, a, b, init, c, m, n, accumulate);             \
     }
 
 XI_WRAPPER(u32, generic, 2, 1)

@@ -2,6 +2,8 @@
  * igemm.tmpl.h — the indirect-GEMM kernel body of igemm.h for one compute type, written
  * with GCC/clang vector extensions over 64-byte vectors so that one body serves every ISA:
  * the wrappers in igemm.c pick the register block (mr rows x nv vectors) and the target.
+ * a holds `as` pointers per tap (the variant's full mr); a body of fewer rows (mr < as) runs
+ * tiles of at most mr live rows, each row's sum the same operations in the same order.
  *
  *   #define XCONV_T     f32      name suffix
  *   #define XCONV_RT    float    the real component type
@@ -15,7 +17,7 @@
 typedef XCONV_RT XI_NAME(ivec) __attribute__((vector_size(64)));
 
 static inline __attribute__((always_inline)) void
-XI_NAME(igemm_body)(const int mr, const int nv, int64_t ntaps, int64_t len, const void *const *a,
+XI_NAME(igemm_body)(const int mr, const int nv, const int as, int64_t ntaps, int64_t len, const void *const *a,
                     const void *const *b, const void *init, void *const *c, int m, int n,
                     int accumulate)
 {
@@ -46,7 +48,7 @@ XI_NAME(igemm_body)(const int mr, const int nv, int64_t ntaps, int64_t len, cons
     }
     for (int64_t t = 0; t < ntaps; t++) {
         const XCONV_RT *ap[XI_MAX_MR];
-        XI_UNROLL for (int r = 0; r < mr; r++) ap[r] = (const XCONV_RT *)a[t * mr + r];
+        XI_UNROLL for (int r = 0; r < mr; r++) ap[r] = (const XCONV_RT *)a[t * as + r];
         const XCONV_RT *bp = (const XCONV_RT *)b[t];
         for (int64_t l = 0; l < len; l++, bp += nr) {
             vec bv[XI_MAX_NV];
@@ -93,7 +95,7 @@ XI_NAME(igemm_body)(const int mr, const int nv, int64_t ntaps, int64_t len, cons
     }
     for (int64_t t = 0; t < ntaps; t++) {
         const XCONV_RT *ap[XI_MAX_MR];
-        XI_UNROLL for (int r = 0; r < mr; r++) ap[r] = (const XCONV_RT *)a[t * mr + r];
+        XI_UNROLL for (int r = 0; r < mr; r++) ap[r] = (const XCONV_RT *)a[t * as + r];
         const XCONV_RT *bp = (const XCONV_RT *)b[t];
         for (int64_t l = 0; l < len; l++, bp += 2 * nr) {
             vec br[XI_MAX_NV], bi[XI_MAX_NV];
