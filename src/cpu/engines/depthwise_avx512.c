@@ -19,123 +19,15 @@
  * A block is 16 channels of 32 bits, 8 of 64 bits (f64, u64, c64) or 4 of c128; the last
  * block of a channel count that is not a multiple of that uses masked loads/stores.
  * Tiles of 7 replace tiles of 8 where that avoids overlapping tiles (widths 14, 28, ...).
+ * This file picks the entry point (depthwise_avx512.h) per x kind and feature set; the
+ * stencils (depthwise_avx512.tmpl.h) are instantiated in depthwise_avx512_float.c, _int.c and
+ * _wide.c, which compile in parallel.
  * Assumes: a validated canonical conv on the CPU with cin_g == 1, cout_g == 1, x_sc == y_sc
  * == 1, the dtypes of depthwise.h, and weights packed as it says.
  */
-#include "cpu/engines/depthwise.h"
-
-#include <string.h>
+#include "cpu/engines/depthwise_avx512.h"
 
 #if defined(__GNUC__) && defined(__x86_64__)
-#include <immintrin.h>
-
-#if defined(__clang__)
-#define DW_UNROLL _Pragma("unroll")
-#else
-#define DW_UNROLL _Pragma("GCC unroll 32")
-#endif
-
-/* The state of one output row (segment), shared by the tile and pixel code. */
-typedef struct dw_row {
-    const xconv_canon *p;
-    const void *w, *bias;
-    int64_t     kk;          /* taps: K0*K1*K2 */
-    int64_t     cpb;         /* channels per block (XCONV_DW_BLOCK) */
-    int64_t     ncb;         /* channel blocks */
-    bool        tail;        /* the last block is partial */
-    __mmask16   mask;        /* its lanes, 32- or 64-bit as the x kind's (all for full blocks) */
-    int64_t     xes, yes;    /* element bytes */
-    int64_t     xps, yps;    /* bytes between pixels along dim 2 */
-    int64_t     seg, nseg;
-    int64_t     rp;          /* output rows along dim 1 per item (xconv__dw_fast_rows) */
-    int64_t     y1p;         /* items' rows along dim 1: ceil(Y1 / rp) */
-    const char *x;
-    char       *y;
-    /* per item */
-    int64_t     j0, j1, ja, jb;
-    const char *xrow;        /* x[n, 0, 0, 0, 0] */
-    char       *yrow;        /* y[n, 0, j0, j1, 0] */
-} dw_row;
-
-static void dw_row_init(dw_row *r, const xconv_dw_fast *f)
-{
-    const xconv_canon *p = f->p;
-    memset(r, 0, sizeof *r);
-    r->p = p;
-    r->w = f->w;
-    r->bias = f->bias;
-    r->kk = xconv__prod3(p->k_size);
-    r->cpb = XCONV_DW_BLOCK(p->ct);
-    r->ncb = (p->cout + r->cpb - 1) / r->cpb;
-    r->tail = p->cout % r->cpb != 0;
-    /* lanes per channel: 2 for c128 (64-bit lanes), else 1 */
-    const unsigned lanes = (unsigned)(p->cout % r->cpb) * (f->xk == XCONV_DW_X_C128 ? 2u : 1u);
-    r->mask = r->tail ? (__mmask16)((1u << lanes) - 1u) : (__mmask16)0xffff;
-    r->xes = (int64_t)xconv_dtype_size(p->x_dtype);
-    r->yes = (int64_t)xconv_dtype_size(p->y_dtype);
-    r->xps = p->x_ss[2] * r->xes;
-    r->yps = p->y_ss[2] * r->yes;
-    r->seg = f->seg;
-    r->nseg = f->nseg;
-    r->rp = xconv__dw_fast_rows(p);
-    r->y1p = (p->y_size[1] + r->rp - 1) / r->rp;
-    r->x = f->x;
-    r->y = f->y;
-}
-
-static void dw_row_at(dw_row *r, int64_t item)
-{
-    const xconv_canon *p = r->p;
-    const int64_t row = item / r->nseg, s = item % r->nseg;
-    const int64_t n = row / (p->y_size[0] * r->y1p);
-    r->j0 = row / r->y1p % p->y_size[0];
-    r->j1 = row % r->y1p * r->rp;
-    r->ja = s * r->seg;
-    r->jb = r->ja + r->seg < p->y_size[2] ? r->ja + r->seg : p->y_size[2];
-    r->xrow = r->x + (p->x_off + n * p->x_sn) * r->xes;
-    r->yrow = r->y + (p->y_off + n * p->y_sn + r->j0 * p->y_ss[0] + r->j1 * p->y_ss[1]) * r->yes;
-}
-
-/* An operand of the tiles' multiply-adds: v, and for complex kinds a second vector s (x
- * with re and im swapped; the (-wi, wi) weights); s == v for the others. */
-typedef struct dw_v2 {
-    __m512i v, s;
-} dw_v2;
-
-#define DW_SFX avx512
-#define DW_TARGET "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma"
-#define DW_VNNI 0
-#include "cpu/engines/depthwise_avx512.tmpl.h"
-
-#define DW_SFX vnni
-#define DW_TARGET "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma,avx512vnni"
-#define DW_VNNI 1
-#include "cpu/engines/depthwise_avx512.tmpl.h"
-
-/* One entry point per (feature set, x kind): the kind is a constant in each loop nest. */
-#define DW_ENTRY(sfx, tgt, kind, xk)                                                        \
-    static __attribute__((target(tgt))) void dw_run_##kind##_##sfx(const xconv_dw_fast *f,   \
-                                                                       int64_t b, int64_t e)    \
-    {                                                                                          \
-        dw_items_##sfx(f, xk, b, e);                                                           \
-    }
-DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", f32, XCONV_DW_X_F32)
-DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", bf16, XCONV_DW_X_BF16)
-DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", f16, XCONV_DW_X_F16)
-DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", e4m3, XCONV_DW_X_E4M3)
-DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", e5m2, XCONV_DW_X_E5M2)
-DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", i8, XCONV_DW_X_I8)
-DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", u8, XCONV_DW_X_U8)
-DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", i16, XCONV_DW_X_I16)
-DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", u16, XCONV_DW_X_U16)
-DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", b32, XCONV_DW_X_B32)
-DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", f64, XCONV_DW_X_F64)
-DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", c64, XCONV_DW_X_C64)
-DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", c128, XCONV_DW_X_C128)
-DW_ENTRY(avx512, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma", b64, XCONV_DW_X_B64)
-DW_ENTRY(vnni, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma,avx512vnni", i8, XCONV_DW_X_I8)
-DW_ENTRY(vnni, "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma,avx512vnni", u8, XCONV_DW_X_U8)
-#undef DW_ENTRY
 
 static int dw_isa(void)
 {
@@ -156,20 +48,20 @@ void xconv__dw_fast_range(const xconv_dw_fast *f, int64_t begin, int64_t end)
 {
     const bool vnni = dw_isa() == 2;
     switch (f->xk) {
-    case XCONV_DW_X_F32: dw_run_f32_avx512(f, begin, end); break;
-    case XCONV_DW_X_BF16: dw_run_bf16_avx512(f, begin, end); break;
-    case XCONV_DW_X_F16: dw_run_f16_avx512(f, begin, end); break;
-    case XCONV_DW_X_E4M3: dw_run_e4m3_avx512(f, begin, end); break;
-    case XCONV_DW_X_E5M2: dw_run_e5m2_avx512(f, begin, end); break;
-    case XCONV_DW_X_I8: vnni ? dw_run_i8_vnni(f, begin, end) : dw_run_i8_avx512(f, begin, end); break;
-    case XCONV_DW_X_U8: vnni ? dw_run_u8_vnni(f, begin, end) : dw_run_u8_avx512(f, begin, end); break;
-    case XCONV_DW_X_I16: dw_run_i16_avx512(f, begin, end); break;
-    case XCONV_DW_X_U16: dw_run_u16_avx512(f, begin, end); break;
-    case XCONV_DW_X_B32: dw_run_b32_avx512(f, begin, end); break;
-    case XCONV_DW_X_F64: dw_run_f64_avx512(f, begin, end); break;
-    case XCONV_DW_X_C64: dw_run_c64_avx512(f, begin, end); break;
-    case XCONV_DW_X_C128: dw_run_c128_avx512(f, begin, end); break;
-    case XCONV_DW_X_B64: dw_run_b64_avx512(f, begin, end); break;
+    case XCONV_DW_X_F32: xconv__dw_run_f32_avx512(f, begin, end); break;
+    case XCONV_DW_X_BF16: xconv__dw_run_bf16_avx512(f, begin, end); break;
+    case XCONV_DW_X_F16: xconv__dw_run_f16_avx512(f, begin, end); break;
+    case XCONV_DW_X_E4M3: xconv__dw_run_e4m3_avx512(f, begin, end); break;
+    case XCONV_DW_X_E5M2: xconv__dw_run_e5m2_avx512(f, begin, end); break;
+    case XCONV_DW_X_I8: vnni ? xconv__dw_run_i8_vnni(f, begin, end) : xconv__dw_run_i8_avx512(f, begin, end); break;
+    case XCONV_DW_X_U8: vnni ? xconv__dw_run_u8_vnni(f, begin, end) : xconv__dw_run_u8_avx512(f, begin, end); break;
+    case XCONV_DW_X_I16: xconv__dw_run_i16_avx512(f, begin, end); break;
+    case XCONV_DW_X_U16: xconv__dw_run_u16_avx512(f, begin, end); break;
+    case XCONV_DW_X_B32: xconv__dw_run_b32_avx512(f, begin, end); break;
+    case XCONV_DW_X_F64: xconv__dw_run_f64_avx512(f, begin, end); break;
+    case XCONV_DW_X_C64: xconv__dw_run_c64_avx512(f, begin, end); break;
+    case XCONV_DW_X_C128: xconv__dw_run_c128_avx512(f, begin, end); break;
+    case XCONV_DW_X_B64: xconv__dw_run_b64_avx512(f, begin, end); break;
     default: break;
     }
 }

@@ -1,6 +1,6 @@
 /*
  * depthwise_avx512.tmpl.h — the channels-last depthwise stencils for one AVX-512 feature set;
- * included by depthwise_avx512.c with
+ * included by depthwise_avx512_float.c, _int.c and _wide.c with
  *   DW_SFX     the name suffix (avx512, vnni)
  *   DW_TARGET  the target attribute string
  *   DW_VNNI    1: integer taps by vpdpwssd; 0: vpmaddwd + vpaddd
