@@ -7,7 +7,7 @@
  * Three paths, chosen per plan:
  *   fast:   channels-last on AVX-512 with multiplier 1 and the dtypes of depthwise.h:
  *           register-blocked tiles reading x and writing y in their storage dtypes
- *           (depthwise_avx512.c); weights packed [channel block][K][one or two zmm];
+ *           (depthwise_avx512*.c); weights packed [channel block][K][one or two zmm];
  *   pixels: channels nearer than dim 2 otherwise: vector over channels (depthwise.tmpl.h);
  *   planes: channels-first: per (n, channel) plane, vector along dim 2.
  * The portable paths pack weights wk [K, Cout] and bias bp [Cout] in the compute type, or,

@@ -1,5 +1,5 @@
 /*
- * depthwise.h — what depthwise.c shares with its AVX-512 stencils (depthwise_avx512.c).
+ * depthwise.h — what depthwise.c shares with its AVX-512 stencils (depthwise_avx512*.c).
  *
  * The fast path is channels-last only (x and y channels contiguous, one input channel per
  * output channel) and reads x and writes y in their storage dtypes, converting in registers:
