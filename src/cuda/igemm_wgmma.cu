@@ -357,6 +357,34 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
             while (j + 1 < set.count && t >= set.job[j + 1].tile0) j++;
         return j;
     };
+    /* Where tile t lies (j: its job, found from j on): the job, its tiling, the tile's index
+     * in the job, first position m0, first output channel o0 in its group g. */
+    struct tile_pos {
+        const tma_job *J;
+        geom G;
+        int64_t lt, m0, o0, g;
+    };
+    auto tile_at = [&](int64_t t, int &j) {
+        j = job_of(t, j);
+        tile_pos r;
+        r.J = &set.job[MULTI ? j : 0];
+        r.G = geom_of(r.J->p);
+        r.lt = t - r.J->tile0;
+        r.m0 = r.lt % r.G.tm * TP, r.o0 = r.lt / r.G.tm % r.G.tn * TC, r.g = r.lt / (r.G.tm * r.G.tn);
+        return r;
+    };
+    /* The TMA stores of warpgroup h's part of tile tp's y tile (at tile): its rows of each
+     * 128-byte box (BM / 2 rows from 64 MT h), or swapped its own box (64 channels of all the
+     * tile's positions). */
+    auto store_boxes = [&](const tile_pos &tp, const unsigned char *tile, int h) {
+        const int c0 = (int)(tp.g * tp.J->p.cout_g + tp.o0);
+        if constexpr (SW)
+            tma_store_y(&tp.J->y, smem_addr(tile + h * BN * BKB), c0 + h * BKB / y_es, (int)tp.m0);
+        else
+            for (int b = 0; b < BN * y_es / BKB; b++)
+                tma_store_y(&tp.J->y, smem_addr(tile + b * BM * BKB + h * (BM / 2) * BKB),
+                            c0 + b * BKB / y_es, (int)tp.m0 + h * (BM / 2));
+    };
 
     if (tid == 0) {
         for (int s = 0; s < nst; s++) {
@@ -390,24 +418,12 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
             if (lay.wg_half) { /* store warp h: warpgroup h's half of the rows of each box */
                 const int h = st >> 5;
                 if (h >= 2) return;
-                const unsigned char *half = smem + lay.epi + (SW ? h * BN * BKB : h * (BM / 2) * BKB);
                 int sj = 0;
                 for (int64_t t = first; t < ntile; t += step) {
-                    sj = job_of(t, sj);
-                    const tma_job &J = set.job[MULTI ? sj : 0];
-                    const geom sg = geom_of(J.p);
-                    const int64_t lt = t - J.tile0, m0 = lt % sg.tm * TP, o0 = lt / sg.tm % sg.tn * TC;
+                    const tile_pos tp = tile_at(t, sj);
                     half_full_wait(h);
                     if ((st & 31) == 0) {
-                        const int64_t g = lt / (sg.tm * sg.tn);
-                        if (SW) /* warpgroup h's 64 channels: one box of all TP positions */
-                            tma_store_y(&J.y, smem_addr(half), (int)(g * J.p.cout_g + o0) + h * BKB / y_es,
-                                        (int)m0);
-                        else
-                        for (int b = 0; b < BN * y_es / BKB; b++)
-                            tma_store_y(&J.y, smem_addr(half + b * BM * BKB),
-                                        (int)(g * J.p.cout_g + o0) + b * BKB / y_es,
-                                        (int)m0 + h * (BM / 2));
+                        store_boxes(tp, smem + lay.epi, h);
                         bulk_commit();
                         bulk_wait_read();
                     }
@@ -422,21 +438,14 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
             const int64_t *row_off = (const int64_t *)(tile + BM * pitch);
             int sj = 0;
             for (int64_t t = first; t < ntile; t += step) {
-                sj = job_of(t, sj);
-                const tma_job &J = set.job[MULTI ? sj : 0];
-                const geom sg = geom_of(J.p);
-                const int64_t lt = t - J.tile0, m0 = lt % sg.tm * TP, o0 = lt / sg.tm % sg.tn * TC;
-                const int rows = (int)(sg.M - m0 < BM ? sg.M - m0 : BM);
-                const int row_bytes = (int)(J.p.cout_g - o0 < BN ? J.p.cout_g - o0 : BN) * y_es;
+                const tile_pos tp = tile_at(t, sj);
+                const int rows = (int)(tp.G.M - tp.m0 < BM ? tp.G.M - tp.m0 : BM);
+                const int row_bytes = (int)(tp.J->p.cout_g - tp.o0 < BN ? tp.J->p.cout_g - tp.o0 : BN) * y_es;
                 tile_full_wait();
-                if (J.y_map) { /* BN y_es / 128 boxes (two of BM / 2 rows each) by TMA, from one thread */
+                if (tp.J->y_map) { /* both warpgroups' boxes by TMA, from one thread */
                     if (st == 0) {
-                        const int64_t g = lt / (sg.tm * sg.tn);
-                        for (int b = 0; b < BN * y_es / BKB; b++)
-                            for (int h = 0; h < 2; h++)
-                                tma_store_y(&J.y, smem_addr(tile + b * BM * BKB + h * (BM / 2) * BKB),
-                                            (int)(g * J.p.cout_g + o0) + b * BKB / y_es,
-                                            (int)m0 + h * (BM / 2));
+                        store_boxes(tp, tile, 0);
+                        store_boxes(tp, tile, 1);
                         bulk_commit();
                         bulk_wait_read();
                     }
@@ -466,14 +475,13 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
         geom pgeo;
         auto start_tile = [&]() {
             if (pt >= ntile) return;
-            pj = job_of(pt, pj);
-            const tma_job &J = set.job[MULTI ? pj : 0];
+            const tile_pos tp = tile_at(pt, pj);
+            const tma_job &J = *tp.J;
             const xconv_canon &q = J.p;
-            pgeo = geom_of(q);
+            pgeo = tp.G;
             for (int d = 0; d < 3; d++) pk[d] = (int)q.k_size[d], pd[d] = (int)q.dil[d];
             rank = J.a_rank, flip = J.flip, ma = &J.a, mb = &J.b;
-            const int64_t lt = pt - J.tile0;
-            int64_t r = lt % pgeo.tm * TP;
+            int64_t r = tp.m0;
             const int64_t j2 = r % q.y_size[2]; r /= q.y_size[2];
             const int64_t j1 = r % q.y_size[1]; r /= q.y_size[1];
             const int64_t j0 = r % q.y_size[0];
@@ -481,9 +489,8 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
             corner[0] = (int)(j2 * q.stride[2] - q.pad_lo[2]);
             corner[1] = (int)(j1 * q.stride[1] - q.pad_lo[1]);
             corner[2] = (int)(j0 * q.stride[0] - q.pad_lo[0]);
-            const int64_t grp = lt / (pgeo.tm * pgeo.tn);
-            pc0 = (int)(grp * q.cin_g);
-            po0 = (int)(grp * q.cout_g + lt / pgeo.tm % pgeo.tn * TC);
+            pc0 = (int)(tp.g * q.cin_g);
+            po0 = (int)(tp.g * q.cout_g + tp.o0);
         };
         start_tile();
         while (pt < ntile) {
@@ -525,11 +532,10 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
     int cs = 0, cj = 0; /* the slot and the parity of the stage the MMAs read next; the job */
     uint32_t cpar = 0;
     for (int64_t t = first; t < ntile; t += step) {
-        cj = job_of(t, cj);
-        const tma_job &J = set.job[MULTI ? cj : 0];
-        const geom cg = geom_of(J.p);
-        const int64_t lt = t - J.tile0;
-        const int64_t m0 = lt % cg.tm * TP, o0 = lt / cg.tm % cg.tn * TC, g = lt / (cg.tm * cg.tn);
+        const tile_pos tp = tile_at(t, cj);
+        const tma_job &J = *tp.J;
+        const geom &cg = tp.G;
+        const int64_t m0 = tp.m0, o0 = tp.o0, g = tp.g;
         const epi_pre<bias_of<K>> pre =
             epi_fetch<BM, BN, bias_of<K>>(J.p, bias, tid, m0, cg.M, o0, g, lay.wg_half, SW);
 #pragma unroll
@@ -767,6 +773,14 @@ bool launch_tma(const tma_set &set, const xconv_exec *e, cudaStream_t stream, in
     return true;
 }
 
+/* tuning knob: XCONV_WGMMA_PERSIST=0 gives the TMA kernel one block per tile, =1 a persistent
+ * grid; -1 (unset): launch_tma picks */
+int persist_knob()
+{
+    const char *pv = getenv("XCONV_WGMMA_PERSIST");
+    return pv && pv[0] == '1' ? 1 : pv && pv[0] == '0' ? 0 : -1;
+}
+
 /* ps[0..n) in BM x BN tiles: one launch of the TMA kernel where it takes them all, else (n ==
  * 1 only) the cp.async kernel. False when nothing was launched. */
 template <kind K, int MT, int BN>
@@ -774,10 +788,7 @@ bool launch_cfg(const xconv_canon *ps, int n, const xconv_exec *e, cudaStream_t 
 {
     tma_set set;
     if (make_set(ps, n, e, 128 * MT, BN, &set)) {
-        /* tuning knob: XCONV_WGMMA_PERSIST=0 gives the TMA kernel one block per tile, =1 a
-         * persistent grid */
-        const char *pv = getenv("XCONV_WGMMA_PERSIST");
-        const int persist = pv && pv[0] == '1' ? 1 : pv && pv[0] == '0' ? 0 : -1;
+        const int persist = persist_knob();
         if (launch_tma<K, MT, BN>(set, e, stream, persist) ||
             launch_tma<K, MT, BN>(set, e, stream, 0))
             return true;
@@ -815,8 +826,7 @@ bool launch(const xconv_canon *ps, int n, const xconv_exec *e, cudaStream_t stre
     default: /* swapped 128 x 192 tiles, else the plain 128 x 192 */
         if constexpr (K == kind::bf16 || K == kind::f16) {
             tma_set set;
-            const char *pv = getenv("XCONV_WGMMA_PERSIST");
-            const int persist = pv && pv[0] == '1' ? 1 : pv && pv[0] == '0' ? 0 : -1;
+            const int persist = persist_knob();
             if (n == 1 && make_set(ps, 1, e, 128, 192, &set, true) &&
                 (launch_tma<K, 1, 192, true>(set, e, stream, persist) ||
                  launch_tma<K, 1, 192, true>(set, e, stream, 0)))

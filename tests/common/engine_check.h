@@ -3,12 +3,14 @@
  * views of a fresh canary-filled buffer (dense, padded, flipped, broadcast), random fills of
  * every slot, and the comparison itself (integers exact, floats within tol(y) * sum|x*w|
  * plus one ulp of a reduced y, NaN and infinities where cpu.ref has them, and no byte outside
- * y's elements written).
+ * y's elements written); and, for table-driven tests, a named case (table_case) checked at
+ * 1, 2 and 3 threads in one call (check_engine_threads).
  */
 #ifndef XCONV_TEST_ENGINE_CHECK_H
 #define XCONV_TEST_ENGINE_CHECK_H
 
 #include "common/ref_conv.h"
+#include "harness.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -195,6 +197,110 @@ static inline unsigned spatial_mask(xconv_layout L, int d)
     for (int i = 0; i < d; i++)
         m |= 1u << (L == XCONV_LAYOUT_CHANNELS_FIRST ? 2 + i : 1 + i);
     return m;
+}
+
+/* A named problem of an engine test's table (CASE_GEOMETRY reads it). */
+typedef struct table_case {
+    const char *name;
+    xconv_op op;
+    int d;
+    int64_t n, cin, cout, groups;
+    int64_t x[3], k[3], s[3], t[3], lo[3], hi[3], opad[3];
+} table_case;
+
+/* The views of check_engine_threads' problems: dense; the innermost dim dense (channels-last
+ * activations keep dense channels) with the outer dims padded and those in `flip` walked
+ * backwards; every dim padded, those in `flip` backwards. A test may add views after these
+ * (its own view function); the bias is strided in TV_STRIDED, else dense. */
+enum { TV_DENSE, TV_ROWS, TV_STRIDED, TV_COUNT };
+static const char *const TV_NAMES[TV_COUNT] = {"dense", "dense-innermost rows", "strided"};
+
+static inline xconv_tensor table_view(int view, xconv_dtype dt, int rank, const int64_t *shape,
+                                      unsigned flip, bool output)
+{
+    if (view == TV_ROWS)
+        return make_view_inner(dt, rank, shape, V_FLIPPED, flip & ~(1u << (rank - 1)), output, 1);
+    return make_view(dt, rank, shape, view == TV_DENSE ? V_DENSE : V_FLIPPED, flip, output);
+}
+
+typedef xconv_tensor (*table_view_fn)(int view, xconv_dtype dt, int rank, const int64_t *shape,
+                                      unsigned flip, bool output);
+
+/* One problem p (geometry, layout, dtypes and bias set) in views `view` of view_of, random
+ * values: cpu.ref's y, then `engine` on ctx[1], ctx[2], ctx[3] (1, 2 and 3 threads) into
+ * fresh canary-filled copies of y's buffer. The engine's y must match cpu.ref's (integers
+ * exactly, floats within tolerance of sum|x*w|, no byte outside y's elements written), and
+ * the three runs must give the same bits. */
+static inline void check_engine_threads(xconv_context *const ctx[4], const tu_problem *p,
+                                        const char *engine, table_view_fn view_of, int view,
+                                        const char *view_name, const char *case_name, tu_rng *r)
+{
+    int64_t xs[XCONV_MAX_RANK], ws[XCONV_MAX_RANK], bs[1], ys[XCONV_MAX_RANK];
+    tu_shapes(p, xs, ws, bs, ys);
+    const int rank = p->d + 2;
+    const unsigned sp = spatial_mask(p->layout, p->d);
+    xconv_tensor x = view_of(view, p->xdt, rank, xs, sp, false);
+    xconv_tensor w = view_of(view, p->xdt, rank, ws, 1u, false);
+    xconv_tensor b = view_of(view == TV_STRIDED ? TV_STRIDED : TV_DENSE, p->ydt, 1, bs, 1u, false);
+    xconv_tensor yr = view_of(view, p->ydt, rank, ys, sp | 1u, true);
+    fill_all(&x, r), fill_all(&w, r), fill_all(&b, r);
+
+    char desc[200], label[320];
+    tu_describe(p, desc, sizeof desc);
+    snprintf(label, sizeof label, "%s: %s, %s views%s", case_name, desc, view_name,
+             p->has_bias ? ", bias" : "");
+    xconv_error err;
+    const char *used;
+    xconv_status st = tu_conv(ctx[1], p, &x, &w, &b, &yr, "cpu.ref", &used, &err);
+    XT_CHECK(st == XCONV_STATUS_OK, "%s [cpu.ref]: %s", label, err.description);
+    double *mag = NULL;
+    if (!tu_is_int(p->ydt)) {
+        tu_val *exact = malloc(sizeof(tu_val) * (size_t)tu_ycount(p));
+        mag = malloc(sizeof(double) * (size_t)tu_ycount(p));
+        tu_ref_conv(p, &x, &w, &b, exact, mag);
+        free(exact);
+    }
+    const size_t nb = view_bytes(&yr);
+    xconv_tensor y[4];
+    for (int t = 1; t <= 3; t++) {
+        y[t] = yr;
+        y[t].data = malloc(nb);
+        memset(y[t].data, 0xA5, nb);
+        st = tu_conv(ctx[t], p, &x, &w, &b, &y[t], engine, &used, &err);
+        XT_CHECK(st == XCONV_STATUS_OK, "%s [%s, %d threads]: %s", label, engine, t,
+                 err.description);
+    }
+    const int64_t bad = compare_outputs(p, &y[1], &yr, mag, label);
+    XT_CHECK(bad == 0, "%s: %" PRId64 " elements differ from cpu.ref", label, bad);
+    XT_CHECK(memcmp(y[1].data, y[2].data, nb) == 0 && memcmp(y[1].data, y[3].data, nb) == 0,
+             "%s: 1, 2 and 3 threads give different bits", label);
+    for (int t = 1; t <= 3; t++) free(y[t].data);
+    free(mag);
+    free(x.data), free(w.data), free(b.data), free(yr.data);
+}
+
+/* Every (case, (x, y) dtype pair, layout, view) of a table through check_engine_threads, both
+ * layouts, with a bias in two of every three problems (the problem count mod 3 != bias_off). */
+static inline void check_engine_table(xconv_context *const ctx[4], const char *engine,
+                                      const table_case *cases, int ncases,
+                                      const xconv_dtype (*pairs)[2], int npairs,
+                                      table_view_fn view_of, const char *const *view_names,
+                                      int nviews, int bias_off, tu_rng *r)
+{
+    int combo = 0;
+    for (int ci = 0; ci < ncases; ci++)
+        for (int pi = 0; pi < npairs; pi++)
+            for (int li = 0; li < 2; li++)
+                for (int v = 0; v < nviews; v++, combo++) {
+                    tu_problem p;
+                    memset(&p, 0, sizeof p);
+                    CASE_GEOMETRY(&p, &cases[ci]);
+                    p.layout = li ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST;
+                    p.has_bias = combo % 3 != bias_off, p.xdt = pairs[pi][0], p.ydt = pairs[pi][1];
+                    tu_problem_finish(&p);
+                    check_engine_threads(ctx, &p, engine, view_of, v, view_names[v],
+                                         cases[ci].name, r);
+                }
 }
 
 #endif

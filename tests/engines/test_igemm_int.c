@@ -19,25 +19,15 @@
  * The machine may lack VNNI: the same problems then run the u32 kernels and still must match.
  */
 #include "common/engine_check.h"
-#include "common/ref_conv.h"
 #include "cpu/ukernels/igemm.h"
-#include "harness.h"
 
 static xconv_context *CTX[4]; /* CTX[t]: t threads */
-
-typedef struct int_case {
-    const char *name;
-    xconv_op op;
-    int d;
-    int64_t n, cin, cout, groups;
-    int64_t x[3], k[3], s[3], t[3], lo[3], hi[3], opad[3];
-} int_case;
 
 #define CV XCONV_OP_CONV
 #define CT XCONV_OP_CONV_TRANSPOSE
 
 /* clang-format off */
-static const int_case CASES[] = {
+static const table_case CASES[] = {
     {"conv1d 1x1, 13 positions, a full panel", CV, 1, 1, 8, 64, 1, {13}, {1}, {1}, {1}, {0}, {0}, {0}},
     {"conv1d 1x1, 7 positions, 17 channels", CV, 1, 2, 5, 17, 1, {7}, {1}, {1}, {1}, {0}, {0}, {0}},
     {"conv1d 1x1, 11 positions, 1 channel", CV, 1, 1, 4, 1, 1, {11}, {1}, {1}, {1}, {0}, {0}, {0}},
@@ -80,65 +70,6 @@ static const xconv_dtype PAIRS[][2] = {
 };
 #define NPAIRS ((int)(sizeof PAIRS / sizeof PAIRS[0]))
 
-enum { IV_DENSE, IV_ROWS, IV_STRIDED, IV_COUNT };
-static const char *const IV_NAMES[IV_COUNT] = {"dense", "dense-channel rows", "strided"};
-
-static xconv_tensor view_of(int view, xconv_dtype dt, int rank, const int64_t *shape,
-                            unsigned flip, bool output)
-{
-    /* dense innermost dim (channels-last activations keep dense channels), outer dims
-     * padded, those in `flip` walked backwards (the innermost forwards) */
-    if (view == IV_ROWS)
-        return make_view_inner(dt, rank, shape, V_FLIPPED, flip & ~(1u << (rank - 1)), output, 1);
-    return make_view(dt, rank, shape, view == IV_DENSE ? V_DENSE : V_FLIPPED, flip, output);
-}
-
-static int problems;
-
-static void run_case(const int_case *c, xconv_layout L, int pair, int view, bool bias,
-                     tu_rng *r)
-{
-    tu_problem p;
-    memset(&p, 0, sizeof p);
-    CASE_GEOMETRY(&p, c);
-    p.layout = L, p.has_bias = bias, p.xdt = PAIRS[pair][0], p.ydt = PAIRS[pair][1];
-    tu_problem_finish(&p);
-    int64_t xs[XCONV_MAX_RANK], ws[XCONV_MAX_RANK], bs[1], ys[XCONV_MAX_RANK];
-    tu_shapes(&p, xs, ws, bs, ys);
-    const int rank = c->d + 2;
-    const unsigned sp = spatial_mask(L, c->d);
-    xconv_tensor x = view_of(view, p.xdt, rank, xs, sp, false);
-    xconv_tensor w = view_of(view, p.xdt, rank, ws, 1u, false);
-    xconv_tensor b = view_of(view == IV_ROWS ? IV_DENSE : view, p.ydt, 1, bs, 1u, false);
-    xconv_tensor yr = view_of(view, p.ydt, rank, ys, sp | 1u, true);
-    fill_all(&x, r), fill_all(&w, r), fill_all(&b, r);
-
-    char desc[200], label[320];
-    tu_describe(&p, desc, sizeof desc);
-    snprintf(label, sizeof label, "%s: %s, %s views", c->name, desc, IV_NAMES[view]);
-    xconv_error err;
-    const char *used;
-    xconv_status st = tu_conv(CTX[1], &p, &x, &w, &b, &yr, "cpu.ref", &used, &err);
-    XT_CHECK(st == XCONV_STATUS_OK, "%s [cpu.ref]: %s", label, err.description);
-    xconv_tensor y[4];
-    for (int t = 1; t <= 3; t++) {
-        y[t] = yr;
-        y[t].data = malloc(view_bytes(&yr));
-        memset(y[t].data, 0xA5, view_bytes(&yr));
-        st = tu_conv(CTX[t], &p, &x, &w, &b, &y[t], "cpu.igemm", &used, &err);
-        XT_CHECK(st == XCONV_STATUS_OK, "%s [cpu.igemm, %d threads]: %s", label, t,
-                 err.description);
-    }
-    const int64_t bad = compare_outputs(&p, &y[1], &yr, NULL, label);
-    XT_CHECK(bad == 0, "%s: %" PRId64 " elements differ from cpu.ref", label, bad);
-    const size_t nb = view_bytes(&yr);
-    XT_CHECK(memcmp(y[1].data, y[2].data, nb) == 0 && memcmp(y[1].data, y[3].data, nb) == 0,
-             "%s: 1, 2 and 3 threads give different bits", label);
-    problems++;
-    for (int t = 1; t <= 3; t++) free(y[t].data);
-    free(x.data), free(w.data), free(b.data), free(yr.data);
-}
-
 int main(void)
 {
     for (int t = 1; t <= 3; t++) {
@@ -148,15 +79,8 @@ int main(void)
     if (!xconv__igemm_geom_vnni(true))
         printf("test_igemm_int: no AVX512-VNNI here: the u32 kernels run these problems\n");
     tu_rng r = {0x1f2e3d4c5b6a7988ull};
-    int combo = 0;
-    for (int ci = 0; ci < NCASES; ci++)
-        for (int pi = 0; pi < NPAIRS; pi++)
-            for (int li = 0; li < 2; li++)
-                for (int v = 0; v < IV_COUNT; v++, combo++)
-                    run_case(&CASES[ci],
-                             li ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST, pi, v,
-                             combo % 3 != 0, &r);
-    XT_CHECK(problems == NCASES * NPAIRS * 2 * IV_COUNT, "%d problems ran", problems);
+    check_engine_table(CTX, "cpu.igemm", CASES, NCASES, PAIRS, NPAIRS, table_view, TV_NAMES,
+                       TV_COUNT, 0, &r);
     for (int t = 1; t <= 3; t++) xconv_context_destroy(CTX[t]);
     return xt_finish("test_igemm_int");
 }

@@ -21,23 +21,13 @@
  * Integers are exact; floats within engine_check.h's tolerance of sum|x*w|.
  */
 #include "common/engine_check.h"
-#include "common/ref_conv.h"
-#include "harness.h"
 
 static xconv_context *CTX[4]; /* CTX[t]: t threads */
-
-typedef struct run_case {
-    const char *name;
-    xconv_op op;
-    int d;
-    int64_t n, cin, cout, groups;
-    int64_t x[3], k[3], s[3], t[3], lo[3], hi[3], opad[3];
-} run_case;
 
 #define CV XCONV_OP_CONV
 
 /* clang-format off */
-static const run_case CASES[] = {
+static const table_case CASES[] = {
     {"conv3d patch, 7 images, 3 channels, 65 outputs: one run of 72",
      CV, 3, 7, 3, 65, 1, {2, 3, 4}, {2, 3, 4}, {2, 3, 4}, {1, 1, 1}, {0}, {0}, {0}},
     {"conv3d patch, 13 images, 3 channels, 130 outputs",
@@ -76,9 +66,10 @@ static const xconv_dtype PAIRS[][2] = {
 };
 #define NPAIRS ((int)(sizeof PAIRS / sizeof PAIRS[0]))
 
-enum { RV_DENSE, RV_IMAGES, RV_ROWS, RV_STRIDED, RV_COUNT };
-static const char *const RV_NAMES[RV_COUNT] = {"dense", "dense, uneven images",
-                                                "dense-innermost rows", "strided"};
+/* engine_check.h's views and one more: dense, with images at uneven distances */
+enum { RV_IMAGES = TV_COUNT, RV_COUNT };
+static const char *const RV_NAMES[RV_COUNT] = {"dense", "dense-innermost rows", "strided",
+                                                "dense, uneven images"};
 
 /* A dense view of `shape` except that dim 0 steps 5 elements more than dense (images at
  * uneven distances from the data's start: offset 7), canary-filled. */
@@ -104,65 +95,8 @@ static xconv_tensor view_images(xconv_dtype dt, int rank, const int64_t *shape)
 static xconv_tensor view_of(int view, xconv_dtype dt, int rank, const int64_t *shape,
                             unsigned flip, bool output)
 {
-    if (view == RV_IMAGES) return view_images(dt, rank, shape);
-    /* dense innermost dim, outer dims padded, those in `flip` walked backwards */
-    if (view == RV_ROWS)
-        return make_view_inner(dt, rank, shape, V_FLIPPED, flip & ~(1u << (rank - 1)), output, 1);
-    return make_view(dt, rank, shape, view == RV_DENSE ? V_DENSE : V_FLIPPED, flip, output);
-}
-
-static int problems;
-
-static void run_one(const run_case *c, xconv_layout L, int pair, int view, bool bias, tu_rng *r)
-{
-    tu_problem p;
-    memset(&p, 0, sizeof p);
-    CASE_GEOMETRY(&p, c);
-    p.layout = L, p.has_bias = bias, p.xdt = PAIRS[pair][0], p.ydt = PAIRS[pair][1];
-    tu_problem_finish(&p);
-    int64_t xs[XCONV_MAX_RANK], ws[XCONV_MAX_RANK], bs[1], ys[XCONV_MAX_RANK];
-    tu_shapes(&p, xs, ws, bs, ys);
-    const int rank = c->d + 2;
-    const unsigned sp = spatial_mask(L, c->d);
-    xconv_tensor x = view_of(view, p.xdt, rank, xs, sp, false);
-    xconv_tensor w = view_of(view, p.xdt, rank, ws, 1u, false);
-    xconv_tensor b = view_of(view == RV_STRIDED ? RV_STRIDED : RV_DENSE, p.ydt, 1, bs, 1u, false);
-    xconv_tensor yr = view_of(view, p.ydt, rank, ys, sp | 1u, true);
-    fill_all(&x, r), fill_all(&w, r), fill_all(&b, r);
-
-    char desc[200], label[320];
-    tu_describe(&p, desc, sizeof desc);
-    snprintf(label, sizeof label, "%s: %s, %s views%s", c->name, desc, RV_NAMES[view],
-             bias ? ", bias" : "");
-    xconv_error err;
-    const char *used;
-    xconv_status st = tu_conv(CTX[1], &p, &x, &w, &b, &yr, "cpu.ref", &used, &err);
-    XT_CHECK(st == XCONV_STATUS_OK, "%s [cpu.ref]: %s", label, err.description);
-    double *mag = NULL;
-    if (!tu_is_int(p.ydt)) {
-        tu_val *exact = malloc(sizeof(tu_val) * (size_t)tu_ycount(&p));
-        mag = malloc(sizeof(double) * (size_t)tu_ycount(&p));
-        tu_ref_conv(&p, &x, &w, &b, exact, mag);
-        free(exact);
-    }
-    xconv_tensor y[4];
-    for (int t = 1; t <= 3; t++) {
-        y[t] = yr;
-        y[t].data = malloc(view_bytes(&yr));
-        memset(y[t].data, 0xA5, view_bytes(&yr));
-        st = tu_conv(CTX[t], &p, &x, &w, &b, &y[t], "cpu.igemm", &used, &err);
-        XT_CHECK(st == XCONV_STATUS_OK, "%s [cpu.igemm, %d threads]: %s", label, t,
-                 err.description);
-    }
-    const int64_t bad = compare_outputs(&p, &y[1], &yr, mag, label);
-    XT_CHECK(bad == 0, "%s: %" PRId64 " elements differ from cpu.ref", label, bad);
-    const size_t nb = view_bytes(&yr);
-    XT_CHECK(memcmp(y[1].data, y[2].data, nb) == 0 && memcmp(y[1].data, y[3].data, nb) == 0,
-             "%s: 1, 2 and 3 threads give different bits", label);
-    problems++;
-    for (int t = 1; t <= 3; t++) free(y[t].data);
-    free(mag);
-    free(x.data), free(w.data), free(b.data), free(yr.data);
+    return view == RV_IMAGES ? view_images(dt, rank, shape)
+                             : table_view(view, dt, rank, shape, flip, output);
 }
 
 int main(void)
@@ -172,14 +106,8 @@ int main(void)
         xconv_context_create(&o, &CTX[t], NULL);
     }
     tu_rng r = {0x5eed0f1a7c4b2d93ull};
-    int combo = 0;
-    for (int ci = 0; ci < NCASES; ci++)
-        for (int pi = 0; pi < NPAIRS; pi++)
-            for (int li = 0; li < 2; li++)
-                for (int v = 0; v < RV_COUNT; v++, combo++)
-                    run_one(&CASES[ci], li ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST,
-                            pi, v, combo % 3 != 1, &r);
-    XT_CHECK(problems == NCASES * NPAIRS * 2 * RV_COUNT, "%d problems ran", problems);
+    check_engine_table(CTX, "cpu.igemm", CASES, NCASES, PAIRS, NPAIRS, view_of, RV_NAMES,
+                       RV_COUNT, 1, &r);
     for (int t = 1; t <= 3; t++) xconv_context_destroy(CTX[t]);
     return xt_finish("test_igemm_runs");
 }

@@ -22,23 +22,13 @@
  * Integers are exact; floats within engine_check.h's tolerance of sum|x*w|.
  */
 #include "common/engine_check.h"
-#include "common/ref_conv.h"
-#include "harness.h"
 
 static xconv_context *CTX[4]; /* CTX[t]: t threads */
-
-typedef struct skip_case {
-    const char *name;
-    xconv_op op;
-    int d;
-    int64_t n, cin, cout, groups;
-    int64_t x[3], k[3], s[3], t[3], lo[3], hi[3], opad[3];
-} skip_case;
 
 #define CV XCONV_OP_CONV
 
 /* clang-format off */
-static const skip_case CASES[] = {
+static const table_case CASES[] = {
     {"3x3 pad 1 over 7x7 (rn50_3x3_512's shape), 65 outputs",
      CV, 2, 2, 16, 65, 1, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}},
     {"3x3 pad 1 over 5x13: tiles in the top and bottom rows and straddling ones",
@@ -79,75 +69,13 @@ static const xconv_dtype PAIRS[][2] = {
 };
 #define NPAIRS ((int)(sizeof PAIRS / sizeof PAIRS[0]))
 
-enum { SV_DENSE, SV_ROWS, SV_STRIDED, SV_COUNT };
-static const char *const SV_NAMES[SV_COUNT] = {"dense", "dense-innermost rows", "strided"};
-
-static xconv_tensor view_of(int view, xconv_dtype dt, int rank, const int64_t *shape,
-                            unsigned flip, bool output)
-{
-    if (view == SV_ROWS)
-        return make_view_inner(dt, rank, shape, V_FLIPPED, flip & ~(1u << (rank - 1)), output, 1);
-    return make_view(dt, rank, shape, view == SV_DENSE ? V_DENSE : V_FLIPPED, flip, output);
-}
-
-static int problems, specials;
-
-static void setup(tu_problem *p, const skip_case *c, xconv_layout L, xconv_dtype xdt,
+static void setup(tu_problem *p, const table_case *c, xconv_layout L, xconv_dtype xdt,
                   xconv_dtype ydt, bool bias)
 {
     memset(p, 0, sizeof *p);
     CASE_GEOMETRY(p, c);
     p->layout = L, p->has_bias = bias, p->xdt = xdt, p->ydt = ydt;
     tu_problem_finish(p);
-}
-
-static void run_one(const skip_case *c, xconv_layout L, int pair, int view, bool bias, tu_rng *r)
-{
-    tu_problem p;
-    setup(&p, c, L, PAIRS[pair][0], PAIRS[pair][1], bias);
-    int64_t xs[XCONV_MAX_RANK], ws[XCONV_MAX_RANK], bs[1], ys[XCONV_MAX_RANK];
-    tu_shapes(&p, xs, ws, bs, ys);
-    const int rank = c->d + 2;
-    const unsigned sp = spatial_mask(L, c->d);
-    xconv_tensor x = view_of(view, p.xdt, rank, xs, sp, false);
-    xconv_tensor w = view_of(view, p.xdt, rank, ws, 1u, false);
-    xconv_tensor b = view_of(view == SV_STRIDED ? SV_STRIDED : SV_DENSE, p.ydt, 1, bs, 1u, false);
-    xconv_tensor yr = view_of(view, p.ydt, rank, ys, sp | 1u, true);
-    fill_all(&x, r), fill_all(&w, r), fill_all(&b, r);
-
-    char desc[200], label[320];
-    tu_describe(&p, desc, sizeof desc);
-    snprintf(label, sizeof label, "%s: %s, %s views%s", c->name, desc, SV_NAMES[view],
-             bias ? ", bias" : "");
-    xconv_error err;
-    const char *used;
-    xconv_status st = tu_conv(CTX[1], &p, &x, &w, &b, &yr, "cpu.ref", &used, &err);
-    XT_CHECK(st == XCONV_STATUS_OK, "%s [cpu.ref]: %s", label, err.description);
-    double *mag = NULL;
-    if (!tu_is_int(p.ydt)) {
-        tu_val *exact = malloc(sizeof(tu_val) * (size_t)tu_ycount(&p));
-        mag = malloc(sizeof(double) * (size_t)tu_ycount(&p));
-        tu_ref_conv(&p, &x, &w, &b, exact, mag);
-        free(exact);
-    }
-    xconv_tensor y[4];
-    for (int t = 1; t <= 3; t++) {
-        y[t] = yr;
-        y[t].data = malloc(view_bytes(&yr));
-        memset(y[t].data, 0xA5, view_bytes(&yr));
-        st = tu_conv(CTX[t], &p, &x, &w, &b, &y[t], "cpu.igemm", &used, &err);
-        XT_CHECK(st == XCONV_STATUS_OK, "%s [cpu.igemm, %d threads]: %s", label, t,
-                 err.description);
-    }
-    const int64_t bad = compare_outputs(&p, &y[1], &yr, mag, label);
-    XT_CHECK(bad == 0, "%s: %" PRId64 " elements differ from cpu.ref", label, bad);
-    const size_t nb = view_bytes(&yr);
-    XT_CHECK(memcmp(y[1].data, y[2].data, nb) == 0 && memcmp(y[1].data, y[3].data, nb) == 0,
-             "%s: 1, 2 and 3 threads give different bits", label);
-    problems++;
-    for (int t = 1; t <= 3; t++) free(y[t].data);
-    free(mag);
-    free(x.data), free(w.data), free(b.data), free(yr.data);
 }
 
 /*
@@ -158,7 +86,7 @@ static void run_one(const skip_case *c, xconv_layout L, int pair, int view, bool
  * and 1 are compared within tolerance (NaN where cpu.ref has NaN), kind 2 bit for bit; each
  * per execute (1-3 threads) and with the weights packed once.
  */
-static void run_special(const skip_case *c, xconv_dtype dt, int kind, tu_rng *r)
+static void run_special(const table_case *c, xconv_dtype dt, int kind, tu_rng *r)
 {
     tu_problem p;
     setup(&p, c, XCONV_LAYOUT_CHANNELS_LAST, dt, dt, kind == 2);
@@ -227,7 +155,6 @@ static void run_special(const skip_case *c, xconv_dtype dt, int kind, tu_rng *r)
                      bad);
         }
     }
-    specials++;
     free(mag), free(y.data);
     free(x.data), free(w.data), free(b.data), free(yr.data);
 }
@@ -239,20 +166,13 @@ int main(void)
         xconv_context_create(&o, &CTX[t], NULL);
     }
     tu_rng r = {0x5eed5c1b7a3e9d41ull};
-    int combo = 0;
-    for (int ci = 0; ci < NCASES; ci++)
-        for (int pi = 0; pi < NPAIRS; pi++)
-            for (int li = 0; li < 2; li++)
-                for (int v = 0; v < SV_COUNT; v++, combo++)
-                    run_one(&CASES[ci], li ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST,
-                            pi, v, combo % 3 != 1, &r);
-    XT_CHECK(problems == NCASES * NPAIRS * 2 * SV_COUNT, "%d problems ran", problems);
+    check_engine_table(CTX, "cpu.igemm", CASES, NCASES, PAIRS, NPAIRS, table_view, TV_NAMES,
+                       TV_COUNT, 1, &r);
     static const xconv_dtype FLOATS[] = {XCONV_DTYPE_F32, XCONV_DTYPE_F64, XCONV_DTYPE_C64,
                                          XCONV_DTYPE_C128};
     for (int ci = 0; ci < NCASES; ci++)
         for (int fi = 0; fi < 4; fi++)
             for (int kind = 0; kind < 3; kind++) run_special(&CASES[ci], FLOATS[fi], kind, &r);
-    XT_CHECK(specials == NCASES * 4 * 3, "%d special problems ran", specials);
     for (int t = 1; t <= 3; t++) xconv_context_destroy(CTX[t]);
     return xt_finish("test_igemm_skip");
 }

@@ -4,10 +4,11 @@
  * n in {1, nr-1, nr} (and the rest for small nr), run length len in {1, 2, 7, 33}, ntaps in
  * {0, 1, 3}, with and without init. Integers are compared bit for bit (wrapping), floats
  * within a few ulps of the sum of |products|; columns past n and rows past m must stay
- * untouched (canaries), and the first m rows must have the bits of the same call over all mr
- * rows (short tiles run bodies of fewer rows). The VNNI byte kernels also through kernel_y, which stores the sums'
- * low 1, 2 or 4 bytes into y rows and leaves c (its accumulate input) as it was, and
- * kernel_gemm, which runs any number of rows at even steps.
+ * untouched (canaries). Besides that oracle, an invariant: the first m rows must have the
+ * bits of the same call over all mr rows (short tiles run bodies of fewer rows, and a
+ * position's sum must not depend on the tile it falls in). The VNNI byte kernels also run
+ * through kernel_y, which stores the sums' low 1, 2 or 4 bytes into y rows and leaves c (its
+ * accumulate input) as it was, and kernel_gemm, which runs any number of rows at even steps.
  */
 #include "cpu/ukernels/igemm.h"
 #include "harness.h"

@@ -21,7 +21,8 @@
  * (for a channels-first patch embedding, a buffer in x's own (c, k) order). Weights are
  * packed per execute, or once at plan creation for constant weights (prepack): wp [G, panel,
  * K, cin_g, nr] (complex rows as split planes); bias per execute, likewise. y of the compute
- * type's dtype with dense channels is written in place; anything else goes through a per-thread tile and xconv__store_row.
+ * type's dtype with dense channels is written in place; anything else goes through a
+ * per-thread tile and xconv__store_row.
  * A conv whose padding is not materialized leaves out of each tile's calls the runs that lie
  * in the padding for all of its positions (the top and bottom output rows' kernel rows) when
  * the terms left out are exact zeros that change no sum: finite weights (flagged while they
@@ -792,27 +793,6 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
 }
 
 
-/* Whether one of count compute-type values (both parts of complex ones) is a float -0: a
- * sum that starts there stays -0 over zero terms, which adding +0 would make +0. */
-static bool has_negative_zero(xconv_ctype ct, const void *v, int64_t count)
-{
-    const unsigned char *b = v;
-    if (ct == XCONV_CT_F32 || ct == XCONV_CT_C64) {
-        for (int64_t i = 0; i < count * (ct == XCONV_CT_C64 ? 2 : 1); i++) {
-            uint32_t u;
-            memcpy(&u, b + 4 * i, 4);
-            if (u == 0x80000000u) return true;
-        }
-    } else if (ct == XCONV_CT_F64 || ct == XCONV_CT_C128) {
-        for (int64_t i = 0; i < count * (ct == XCONV_CT_C128 ? 2 : 1); i++) {
-            uint64_t u;
-            memcpy(&u, b + 8 * i, 8);
-            if (u == 0x8000000000000000u) return true;
-        }
-    }
-    return false;
-}
-
 static xconv_status ig_run(const xconv_exec *e, xconv_error *err)
 {
     const xconv_canon *p = e->p;
@@ -835,7 +815,10 @@ static xconv_status ig_run(const xconv_exec *e, xconv_error *err)
                 xconv__load_row(p->ct, p->bias_dtype,
                                 (const char *)e->bias + (p->b_off + o0 * p->b_s) * (int64_t)xconv_dtype_size(p->bias_dtype),
                                 p->b_s, tmp, cnt);
-                if (t.skip_taps && has_negative_zero(p->ct, tmp, cnt)) t.skip_taps = false;
+                /* a sum that starts at a bias of -0 stays -0 over zero terms, which adding
+                 * a left-out +0 would make +0 */
+                if (t.skip_taps && xconv__igemm_any_lane(p->ct, tmp, (size_t)cnt * cs, IG_NEG_ZERO))
+                    t.skip_taps = false;
                 xconv__igemm_put_row(&q, tmp, ws + q.bp + q.row_bytes * (size_t)(g * q.panels + panel), cnt, cs);
             }
     }

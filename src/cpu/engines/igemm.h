@@ -105,6 +105,17 @@ void xconv__igemm_shift_rows(unsigned char *dst, int64_t cin_r, const void *src,
  * the blob's nonfinite word then says whether a packed weight is Inf or NaN. */
 void xconv__igemm_pack_all_weights(xconv_context *ctx, ig_task *t);
 
+/* Whether a float lane of compute type ct (32 bits for f32 and c64, 64 for f64 and c128;
+ * none for the others) among the `bytes` bytes at v has the bits v32 / v64 under the mask
+ * m32 / m64: IG_NONFINITE (an all-ones exponent: Inf or NaN), IG_NEG_ZERO (-0). */
+typedef struct ig_lane_test {
+    uint32_t m32, v32;
+    uint64_t m64, v64;
+} ig_lane_test;
+#define IG_NONFINITE ((ig_lane_test){0x7f800000u, 0x7f800000u, 0x7ff0000000000000u, 0x7ff0000000000000u})
+#define IG_NEG_ZERO  ((ig_lane_test){0xffffffffu, 0x80000000u, ~(uint64_t)0, 0x8000000000000000u})
+bool xconv__igemm_any_lane(xconv_ctype ct, const void *v, size_t bytes, ig_lane_test test);
+
 /* VNNI: each panel's init row (bias and the x' shift's correction) in the workspace at bp. */
 void xconv__igemm_vnni_init(const xconv_exec *e, const ig_geom *q, const char *blob);
 

@@ -30,33 +30,36 @@ void xconv__igemm_put_row(const ig_geom *q, const void *src, char *row, int64_t 
     }
 }
 
+bool xconv__igemm_any_lane(xconv_ctype ct, const void *v, size_t bytes, ig_lane_test test)
+{
+    const unsigned char *b = v;
+    if (ct == XCONV_CT_F32 || ct == XCONV_CT_C64) {
+        uint32_t any = 0; /* no early exit: the loop vectorizes */
+        for (size_t i = 0; i < bytes / 4; i++) {
+            uint32_t u;
+            memcpy(&u, b + 4 * i, 4);
+            any |= (uint32_t)((u & test.m32) == test.v32);
+        }
+        return any != 0;
+    }
+    if (ct == XCONV_CT_F64 || ct == XCONV_CT_C128) {
+        uint64_t any = 0;
+        for (size_t i = 0; i < bytes / 8; i++) {
+            uint64_t u;
+            memcpy(&u, b + 8 * i, 8);
+            any |= (uint64_t)((u & test.m64) == test.v64);
+        }
+        return any != 0;
+    }
+    return false;
+}
+
 /* Sets the blob's nonfinite word when one of `bytes` bytes of packed float weights at rows
- * is Inf or NaN (an all-ones exponent; zero padding past cout is finite). Runs on the rows
- * just packed, while they are in cache. */
+ * is Inf or NaN (zero padding past cout is finite). Runs on the rows just packed, while they
+ * are in cache. */
 static void note_nonfinite(const ig_task *t, const char *rows, size_t bytes)
 {
-    const xconv_ctype ct = t->e->p->ct;
-    bool bad = false;
-    if (ct == XCONV_CT_F32 || ct == XCONV_CT_C64) {
-        const size_t n = bytes / 4;
-        uint32_t any = 0;
-        for (size_t i = 0; i < n; i++) {
-            uint32_t v;
-            memcpy(&v, rows + 4 * i, 4);
-            any |= (uint32_t)((v & 0x7f800000u) == 0x7f800000u);
-        }
-        bad = any != 0;
-    } else if (ct == XCONV_CT_F64 || ct == XCONV_CT_C128) {
-        const size_t n = bytes / 8;
-        uint64_t any = 0;
-        for (size_t i = 0; i < n; i++) {
-            uint64_t v;
-            memcpy(&v, rows + 8 * i, 8);
-            any |= (uint64_t)((v & 0x7ff0000000000000u) == 0x7ff0000000000000u);
-        }
-        bad = any != 0;
-    }
-    if (bad)
+    if (xconv__igemm_any_lane(t->e->p->ct, rows, bytes, IG_NONFINITE))
         atomic_store_explicit((_Atomic uint32_t *)(t->blob + t->q->nonfinite), 1u, memory_order_relaxed);
 }
 
