@@ -11,6 +11,7 @@
 #ifdef XCONV_HAVE_CUDA
 #include "cuda/engines.def"
 #endif
+XCONV_ENGINE(xconv__engine_cpu_amx)
 XCONV_ENGINE(xconv__engine_cpu_igemm)
 XCONV_ENGINE(xconv__engine_cpu_depthwise)
 XCONV_ENGINE(xconv__engine_cpu_im2col)
@@ -23,6 +24,7 @@ const xconv_engine *const xconv__engines[] = {
 #include "cuda/engines.def"
 #endif
 #undef XCONV_ENGINE
+    &xconv__engine_cpu_amx,
     &xconv__engine_cpu_igemm,
     &xconv__engine_cpu_depthwise,
     &xconv__engine_cpu_im2col,

@@ -1,0 +1,499 @@
+/*
+ * amx.c — the engine "cpu.amx": conv and conv_transpose on Intel AMX tiles for bf16 (and f8,
+ * which is exactly bf16 after conversion) with f32 sums, and i8 / u8 with int32 sums that
+ * wrap (y of at most 32 bits: the sums modulo 2^32 are all such a y keeps).
+ *
+ *   conv:           one sub-problem; tap k reads plane (k*t mod s) at offset k*t div s, so
+ *                   every tap is a stride-1 walk over its plane (amx.h);
+ *   conv_transpose: one sub-problem per stride phase of the output (j mod s): its outputs
+ *                   j = r + s*u read x at u + (r + lo - k*t)/s for the taps k of that phase,
+ *                   again a stride-1 walk, over x padded by what the taps reach outside it.
+ * x goes through a zero-padded copy (channels padded to a whole tile step per group), or is
+ * read in place when it already has that form: stride-1 conv without padding over dense
+ * channels-last x of bf16 / i8 / u8 whose channels per group fill whole steps.
+ *
+ * Work units are (group, panel of 32 output channels, block of 32 virtual rows), panel-major
+ * so that each thread keeps its panels' weights in L2; static ranges, one unit per output,
+ * so results are the same bits for any thread count. y is written from each block's C
+ * through xconv__store_rows (bias in the tiles' initial value).
+ *
+ * AMX treats bf16 denormals as zero and flushes f32 results below 2^-126. Before it runs, the
+ * engine checks the smallest nonzero exponents of x and w: when products could fall below
+ * 2^-90 (far from any trained network's values) the problem runs on cpu.igemm's f32 kernels
+ * instead, so that results always meet DESIGN.md §2's accuracy bound.
+ * Assumes: a validated canonical problem on the CPU.
+ */
+#include "cpu/engines/amx.h"
+
+#include <string.h>
+
+#define AMX_XBUF_BYTES ((size_t)8 << 20) /* the copy of x per chunk of images */
+#define AMX_SAFE_EMIN  (254 - 90)        /* emin(x) + emin(w) below this: f32 fallback */
+
+extern const xconv_engine xconv__engine_cpu_igemm;
+
+static size_t align64(size_t v) { return (v + 63) & ~(size_t)63; }
+
+/* The workspace a plan may use: max(16 MiB, 10% of the bytes of x, w and y). */
+static double amx_budget(const xconv_canon *p)
+{
+    const double xb = (double)p->n * (double)p->cin * (double)xconv__prod3(p->x_size) *
+                      (double)xconv_dtype_size(p->x_dtype);
+    const double yb = (double)p->n * (double)p->cout * (double)xconv__prod3(p->y_size) *
+                      (double)xconv_dtype_size(p->y_dtype);
+    const double wb = (double)p->groups * (double)p->cout_g * (double)p->cin_g *
+                      (double)xconv__prod3(p->k_size) * (double)xconv_dtype_size(p->x_dtype);
+    const double tenth = 0.1 * (xb + yb + wb), floor = (double)(16 << 20);
+    return tenth > floor ? tenth : floor;
+}
+
+/* The tile kind for p's dtypes, or -1. */
+static int amx_kind_of(const xconv_canon *p)
+{
+    switch (p->x_dtype) {
+    case XCONV_DTYPE_BF16:
+    case XCONV_DTYPE_F8E4M3:
+    case XCONV_DTYPE_F8E5M2: return p->ct == XCONV_CT_F32 ? AMX_BF16 : -1;
+    case XCONV_DTYPE_I8: return p->ct == XCONV_CT_U32 ? AMX_S8 : -1;
+    case XCONV_DTYPE_U8: return p->ct == XCONV_CT_U32 ? AMX_U8 : -1;
+    default: return -1;
+    }
+}
+
+/* Whether x can be A as it is: conv at stride 1 without padding, dense channels that fill
+ * whole steps per group, and positions at one positive step over each image. */
+static bool direct_x(const xconv_canon *p, const amx_geom *q)
+{
+    if (p->op != XCONV_OP_CONV || p->x_dtype == XCONV_DTYPE_F8E4M3 ||
+        p->x_dtype == XCONV_DTYPE_F8E5M2 || p->x_sc != 1 || p->cin_g % q->kstep)
+        return false;
+    for (int d = 0; d < 3; d++)
+        if (p->stride[d] != 1 || p->pad_lo[d] || p->pad_hi[d]) return false;
+    const int64_t ps = p->x_ss[2];
+    return ps >= p->cin && (p->x_size[1] == 1 || p->x_ss[1] == p->x_size[2] * ps) &&
+           (p->x_size[0] == 1 || p->x_ss[0] == p->x_size[1] * p->x_size[2] * ps);
+}
+
+/* conv_transpose along one dim: for phase r (outputs r, r + s, ...), its taps' x offsets
+ * c_k = (r + lo - k*t) / s where that divides and some output reads inside x. Fills taps
+ * (kernel index) and offs, returns their count. */
+static int64_t tr_taps(const xconv_canon *p, int d, int64_t r, int64_t *taps, int64_t *offs)
+{
+    const int64_t s = p->stride[d], t = p->dil[d], m = (p->y_size[d] - r + s - 1) / s;
+    int64_t count = 0;
+    for (int64_t k = 0; k < p->k_size[d]; k++) {
+        const int64_t num = r + p->pad_lo[d] - k * t;
+        if (((num % s) + s) % s) continue;
+        const int64_t c = num / s;
+        if (c >= p->x_size[d] || c + m - 1 < 0) continue;
+        taps[count] = k, offs[count] = c, count++;
+    }
+    return count;
+}
+
+/* The subs, and their taps into `taps` when it is not NULL (same enumeration either way). */
+static void amx_subs(const xconv_canon *p, amx_geom *q, amx_tap *taps)
+{
+    const int64_t K1 = p->k_size[1], K2 = p->k_size[2];
+    int64_t count = 0;
+    q->nsub = 0;
+    q->blocks = 0;
+    if (p->op == XCONV_OP_CONV) {
+        amx_sub *sb = &q->sub[q->nsub++];
+        for (int d = 0; d < 3; d++) sb->r[d] = 0, sb->step[d] = 1, sb->m[d] = p->y_size[d];
+        sb->tap0 = 0;
+        for (int64_t k0 = 0; k0 < p->k_size[0]; k0++)
+            for (int64_t k1 = 0; k1 < K1; k1++)
+                for (int64_t k2 = 0; k2 < K2; k2++, count++) {
+                    if (!taps) continue;
+                    const int64_t k[3] = {k0, k1, k2};
+                    int64_t plane = 0, off = 0;
+                    for (int d = 0; d < 3; d++) {
+                        const int64_t kt = k[d] * p->dil[d];
+                        plane = plane * q->ph[d] + kt % q->ph[d];
+                        off = off * q->q[d] + kt / q->ph[d];
+                    }
+                    taps[count].kk = (k0 * K1 + k1) * K2 + k2;
+                    taps[count].pos = plane * q->plane + off;
+                }
+        sb->ntaps = count;
+    } else {
+        int64_t rc[3];
+        for (int d = 0; d < 3; d++)
+            rc[d] = p->stride[d] < p->y_size[d] ? p->stride[d] : p->y_size[d];
+        int64_t kt[3][64], ko[3][64];
+        for (int64_t r0 = 0; r0 < rc[0]; r0++)
+            for (int64_t r1 = 0; r1 < rc[1]; r1++)
+                for (int64_t r2 = 0; r2 < rc[2]; r2++) {
+                    amx_sub *sb = &q->sub[q->nsub++];
+                    const int64_t r[3] = {r0, r1, r2};
+                    int64_t nk[3];
+                    for (int d = 0; d < 3; d++) {
+                        sb->r[d] = r[d], sb->step[d] = p->stride[d];
+                        sb->m[d] = (p->y_size[d] - r[d] + p->stride[d] - 1) / p->stride[d];
+                        nk[d] = tr_taps(p, d, r[d], kt[d], ko[d]);
+                    }
+                    sb->tap0 = count;
+                    for (int64_t a = 0; a < nk[0]; a++)
+                        for (int64_t b = 0; b < nk[1]; b++)
+                            for (int64_t c = 0; c < nk[2]; c++, count++) {
+                                if (!taps) continue;
+                                taps[count].kk = (kt[0][a] * K1 + kt[1][b]) * K2 + kt[2][c];
+                                taps[count].pos = ((ko[0][a] + q->lo[0]) * q->q[1] +
+                                                   ko[1][b] + q->lo[1]) * q->q[2] +
+                                                  ko[2][c] + q->lo[2];
+                            }
+                    sb->ntaps = count - sb->tap0;
+                }
+    }
+    for (int64_t i = 0; i < q->nsub; i++) {
+        amx_sub *sb = &q->sub[i];
+        sb->vcount = ((sb->m[0] - 1) * q->q[1] + sb->m[1] - 1) * q->q[2] + sb->m[2];
+        sb->blocks = (sb->vcount + 31) / 32;
+        q->blocks += sb->blocks;
+    }
+    q->ntaps = count;
+}
+
+/* conv_transpose's padding of x per dim: lo[d] zero rows before it so that no tap's offset
+ * is negative, and the plane long enough for every phase's last output. */
+static void tr_extent(const xconv_canon *p, amx_geom *q)
+{
+    for (int d = 0; d < 3; d++) {
+        const int64_t s = p->stride[d], rc = s < p->y_size[d] ? s : p->y_size[d];
+        int64_t lo = 0, hi = p->x_size[d];
+        int64_t kt[64], ko[64];
+        for (int64_t r = 0; r < rc; r++) {
+            const int64_t m = (p->y_size[d] - r + s - 1) / s, nk = tr_taps(p, d, r, kt, ko);
+            for (int64_t i = 0; i < nk; i++) {
+                if (-ko[i] > lo) lo = -ko[i];
+                if (ko[i] + m > hi) hi = ko[i] + m;
+            }
+        }
+        q->ph[d] = 1, q->lo[d] = lo, q->q[d] = lo + hi;
+    }
+}
+
+static void amx_geom_of(const xconv_canon *p, amx_geom *q)
+{
+    memset(q, 0, sizeof *q);
+    if (p->device != XCONV_DEVICE_CPU) {
+        q->why_not = "cpu.amx runs on cpu tensors only";
+        return;
+    }
+    if (!xconv__amx_available()) {
+        q->why_not = "this CPU or its OS offers no AMX tiles (AMX-TILE, -BF16, -INT8)";
+        return;
+    }
+    const int kind = amx_kind_of(p);
+    if (kind < 0) {
+        q->why_not = "cpu.amx runs bf16 and f8 x with a float y of at most 32 bits, and i8 or "
+                     "u8 x with an integer y of at most 32 bits";
+        return;
+    }
+    if (xconv__prod3(p->k_size) > AMX_MAX_TAPS) {
+        q->why_not = "cpu.amx takes kernels of at most 4096 taps";
+        return;
+    }
+    if (p->threads > 256) {
+        q->why_not = "cpu.amx runs on at most 256 threads";
+        return;
+    }
+    const bool tr = p->op == XCONV_OP_CONV_TRANSPOSE;
+    int64_t subs = 1;
+    for (int d = 0; d < 3; d++) {
+        if (tr) subs *= p->stride[d] < p->y_size[d] ? p->stride[d] : p->y_size[d];
+        if (tr && p->k_size[d] > 64) {
+            q->why_not = "cpu.amx takes conv_transpose kernels of at most 64 taps per dim";
+            return;
+        }
+    }
+    if (subs > AMX_MAX_SUBS) {
+        q->why_not = "cpu.amx takes conv_transpose strides of at most 64 phases";
+        return;
+    }
+    q->kind = (amx_kind)kind;
+    q->es = kind == AMX_BF16 ? 2 : 1;
+    q->kstep = 64 / q->es;
+    q->cp = (p->cin_g + q->kstep - 1) / q->kstep * q->kstep;
+    q->ksteps = q->cp / q->kstep;
+    q->panels = (p->cout_g + 31) / 32;
+    q->direct = direct_x(p, q);
+    const size_t xes = xconv_dtype_size(p->x_dtype);
+    if (tr) {
+        tr_extent(p, q);
+    } else if (q->direct) {
+        for (int d = 0; d < 3; d++) q->ph[d] = 1, q->lo[d] = 0, q->q[d] = p->x_size[d];
+    } else {
+        for (int d = 0; d < 3; d++) {
+            const int64_t span = p->x_size[d] + p->pad_lo[d] + p->pad_hi[d];
+            q->ph[d] = p->stride[d], q->lo[d] = p->pad_lo[d];
+            q->q[d] = (span + p->stride[d] - 1) / p->stride[d];
+        }
+    }
+    q->plane = xconv__prod3(q->q);
+    q->image = q->plane * xconv__prod3(q->ph);
+    q->row_bytes = q->direct ? (size_t)p->x_ss[2] * xes : (size_t)(p->groups * q->cp * q->es);
+    amx_subs(p, q, NULL);
+    q->tap_bytes = (size_t)q->ksteps * 2048;
+
+    /* the workspace: blob (unless prepacked), bias tiles, tap table, the copy of x, slots */
+    const size_t blob = AMX_BLOB_HEADER + (size_t)(p->groups * q->panels) *
+                                              (size_t)xconv__prod3(p->k_size) * q->tap_bytes;
+    q->blob = blob;
+    size_t off = p->prepacked ? 0 : align64(blob);
+    q->bias = off;
+    if (p->has_bias) off += align64((size_t)(p->groups * q->panels) * 2048);
+    q->taps = off;
+    off += align64((size_t)q->ntaps * sizeof(amx_tap));
+    q->xbuf = off;
+    const double budget = amx_budget(p);
+    if (!q->direct) {
+        const double image_bytes = (double)q->image * (double)q->row_bytes;
+        int64_t chunk = (int64_t)((double)AMX_XBUF_BYTES / image_bytes);
+        q->chunk_n = chunk < 1 ? 1 : chunk > p->n ? (p->n > 0 ? p->n : 1) : chunk;
+        off += align64((size_t)((double)q->chunk_n * image_bytes));
+    } else {
+        q->chunk_n = p->n > 0 ? p->n : 1;
+    }
+    int64_t most = 0;
+    for (int64_t i = 0; i < q->nsub; i++) most = q->sub[i].ntaps > most ? q->sub[i].ntaps : most;
+    q->slots = off;
+    q->slot_bytes = 4096 + align64((size_t)most * 2 * sizeof(void *));
+    off += q->slot_bytes * (size_t)(p->threads > 0 ? p->threads : 1);
+    q->total = off;
+    if ((double)q->total > budget) {
+        q->why_not = "cpu.amx's copy of x and packed weights would break the workspace budget";
+        return;
+    }
+    /* the f32 path for inputs whose products AMX would flush (bf16 only) */
+    if (kind == AMX_BF16) {
+        xconv_canon p2 = *p;
+        p2.prepacked = false;
+        const char *why = NULL;
+        if (!xconv__engine_cpu_igemm.supports(&p2, &why)) {
+            q->why_not = "cpu.amx needs cpu.igemm for inputs in bf16's denormal range";
+            return;
+        }
+        q->fallback = xconv__engine_cpu_igemm.workspace_bytes(&p2);
+    }
+    q->ok = true;
+}
+
+static bool amx_supports(const xconv_canon *p, const char **why_not)
+{
+    amx_geom q;
+    amx_geom_of(p, &q);
+    if (!q.ok) *why_not = q.why_not;
+    return q.ok;
+}
+
+static size_t amx_workspace_bytes(const xconv_canon *p)
+{
+    amx_geom q;
+    amx_geom_of(p, &q);
+    return q.total > q.fallback ? q.total : q.fallback;
+}
+
+/* Tile products at about 10x (bf16) and 5x (bytes, against VNNI) the vector kernels' rate,
+ * slowed by padded channels, partial panels and the dropped rows of the plane grid; plus
+ * the copy of x. */
+static double amx_cost(const xconv_canon *p)
+{
+    amx_geom q;
+    amx_geom_of(p, &q);
+    if (!q.ok) return 1e300;
+    double real = (double)xconv__prod3(p->y_size), virt = (double)q.blocks * 32.0;
+    double waste = (double)q.cp / (double)p->cin_g *
+                   ((double)q.panels * 32.0 / (double)p->cout_g) * (virt > real ? virt / real : 1.0);
+    double rate = q.kind == AMX_BF16 ? 0.012 : 0.008;
+    double moved = q.direct ? 0.0 : (double)p->n * (double)q.image * (double)(p->groups * q.cp);
+    return p->flops * rate * waste + 2.0 * moved + 2e4;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* The blocks                                                                               */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Writes the live rows of a block's C (rows [0, rows) are virtual rows v0 ..) into y. */
+static void store_block(const amx_task *t, const amx_sub *sb, int64_t n, int64_t g, int64_t panel,
+                        int64_t v0, int rows, const char *c)
+{
+    const xconv_canon *p = t->e->p;
+    const amx_geom *q = t->q;
+    const int64_t yes = (int64_t)xconv_dtype_size(p->y_dtype);
+    const int64_t cnt = p->cout_g - panel * 32 < 32 ? p->cout_g - panel * 32 : 32;
+    const int64_t base = p->y_off + n * p->y_sn + (g * p->cout_g + panel * 32) * p->y_sc;
+    void *dst[32];
+    int run0 = 0, len = 0;
+    for (int i = 0; i <= rows; i++) {
+        bool live = false;
+        int64_t el = 0;
+        if (i < rows) {
+            const int64_t v = v0 + i, u2 = v % q->q[2], u1 = v / q->q[2] % q->q[1],
+                          u0 = v / q->q[2] / q->q[1];
+            live = u0 < sb->m[0] && u1 < sb->m[1] && u2 < sb->m[2];
+            el = base + (sb->r[0] + sb->step[0] * u0) * p->y_ss[0] +
+                 (sb->r[1] + sb->step[1] * u1) * p->y_ss[1] + (sb->r[2] + sb->step[2] * u2) * p->y_ss[2];
+        }
+        if (live) {
+            if (!len) run0 = i;
+            dst[len++] = (char *)t->e->y + el * yes;
+        } else if (len) {
+            xconv__store_rows(p->ct, p->y_dtype, c + (size_t)run0 * 128, 128, dst, p->y_sc, cnt, len);
+            len = 0;
+        }
+    }
+}
+
+static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
+{
+    const amx_task *t = arg;
+    const amx_geom *q = t->q;
+    const xconv_canon *p = t->e->p;
+    const int64_t kk_count = xconv__prod3(p->k_size);
+    const int64_t chunk_blocks = t->nb * q->blocks;
+    char *sl = t->ws + q->slots + (size_t)slot * q->slot_bytes;
+    char *c = sl;
+    const char **a = (const char **)(void *)(sl + 4096);
+    amx_thread th = {0, 0};
+    for (int64_t unit = begin; unit < end; unit++) {
+        const int64_t gp = unit / chunk_blocks, blk = unit % chunk_blocks;
+        const int64_t g = gp / q->panels, panel = gp % q->panels;
+        const int64_t nl = blk / q->blocks;
+        int64_t b = blk % q->blocks, si = 0;
+        while (b >= q->sub[si].blocks) b -= q->sub[si].blocks, si++;
+        const amx_sub *sb = &q->sub[si];
+        const int64_t v0 = b * 32, rows = sb->vcount - v0 < 32 ? sb->vcount - v0 : 32;
+        const char *image =
+            q->direct ? (const char *)t->e->x + (p->x_off + (t->n0 + nl) * p->x_sn + g * p->cin_g) *
+                                                    (int64_t)q->es
+                      : t->ws + q->xbuf + (size_t)nl * (size_t)q->image * q->row_bytes +
+                            (size_t)(g * q->cp * q->es);
+        const char *wpanel = t->blob + AMX_BLOB_HEADER + (size_t)(gp * kk_count) * q->tap_bytes;
+        const char **bt = a + sb->ntaps;
+        for (int64_t i = 0; i < sb->ntaps; i++) {
+            const amx_tap *tp = &t->taps[sb->tap0 + i];
+            a[i] = image + (size_t)(tp->pos + v0) * q->row_bytes;
+            bt[i] = wpanel + (size_t)tp->kk * q->tap_bytes;
+        }
+        const amx_block_args k = {
+            .ntaps = sb->ntaps,
+            .ksteps = q->ksteps,
+            .a = a,
+            .b = bt,
+            .lda = q->row_bytes,
+            .init = p->has_bias ? t->ws + q->bias + (size_t)gp * 2048 : NULL,
+            .c = c,
+            .m0 = rows < 16 ? (int)rows : 16,
+            .m1 = rows > 16 ? (int)rows - 16 : 0,
+        };
+        xconv__amx_block(&th, q->kind, &k);
+        store_block(t, sb, t->n0 + nl, g, panel, v0, (int)rows, c);
+    }
+    xconv__amx_release(&th);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Execution                                                                                */
+/* ---------------------------------------------------------------------------------------- */
+
+static int fold_emin(const int *emin, int count)
+{
+    int m = 255;
+    for (int i = 0; i < count; i++) m = emin[i] < m ? emin[i] : m;
+    return m;
+}
+
+/* The bias as each panel's initial C rows: 16 copies of its 32 values. */
+static void bias_tiles(const xconv_exec *e, const amx_geom *q, char *dst)
+{
+    const xconv_canon *p = e->p;
+    const int64_t bes = (int64_t)xconv_dtype_size(p->bias_dtype);
+    for (int64_t g = 0; g < p->groups; g++)
+        for (int64_t panel = 0; panel < q->panels; panel++) {
+            char *tile = dst + (size_t)(g * q->panels + panel) * 2048;
+            const int64_t o0 = g * p->cout_g + panel * 32;
+            const int64_t cnt = p->cout_g - panel * 32 < 32 ? p->cout_g - panel * 32 : 32;
+            memset(tile, 0, 128);
+            xconv__load_row(p->ct, p->bias_dtype, (const char *)e->bias + (p->b_off + o0 * p->b_s) * bes,
+                            p->b_s, tile, cnt);
+            for (int r = 1; r < 16; r++) memcpy(tile + r * 128, tile, 128);
+        }
+}
+
+static xconv_status amx_run(const xconv_exec *e, xconv_error *err)
+{
+    const xconv_canon *p = e->p;
+    amx_geom q;
+    amx_geom_of(p, &q);
+    char *ws = e->workspace;
+    int emin[256];
+    for (int i = 0; i < 256; i++) emin[i] = 255;
+    amx_task t = {.e = e, .q = &q, .ws = ws, .emin = emin,
+                  .blob = p->prepacked ? (const char *)e->packed : ws};
+    if (!p->prepacked) xconv__amx_pack_all(e->ctx, &t);
+    int w_emin;
+    memcpy(&w_emin, t.blob, sizeof w_emin);
+    const bool scan = q.kind == AMX_BF16 && p->x_dtype == XCONV_DTYPE_BF16;
+    const int threads = xconv_context_threads(e->ctx);
+
+    if (scan && q.direct) {
+        t.n0 = 0;
+        xconv__parallel_for_slot(e->ctx, p->n * p->x_size[0] * p->x_size[1], xconv__amx_scan_range, &t);
+        if (fold_emin(emin, threads) + w_emin < AMX_SAFE_EMIN) goto fallback;
+    }
+    if (p->has_bias) bias_tiles(e, &q, ws + q.bias);
+    amx_tap *taps = (amx_tap *)(void *)(ws + q.taps);
+    amx_subs(p, &q, taps);
+    t.taps = taps;
+    for (int64_t n0 = 0; n0 < p->n; n0 += q.chunk_n) {
+        t.n0 = n0;
+        t.nb = p->n - n0 < q.chunk_n ? p->n - n0 : q.chunk_n;
+        if (!q.direct) {
+            xconv__parallel_for_slot(e->ctx, t.nb * xconv__prod3(q.ph) * q.q[0] * q.q[1],
+                                     xconv__amx_copy_range, &t);
+            /* x reached bf16's denormal range: the whole problem goes the f32 way (it
+             * rewrites every y element the chunks before may have written) */
+            if (scan && fold_emin(emin, threads) + w_emin < AMX_SAFE_EMIN) goto fallback;
+        }
+        xconv__parallel_for_slot(e->ctx, p->groups * q.panels * t.nb * q.blocks, compute_range, &t);
+    }
+    (void)err;
+    return XCONV_STATUS_OK;
+
+fallback:;
+    xconv_canon p2 = *p;
+    p2.prepacked = false;
+    xconv_exec e2 = *e;
+    e2.p = &p2;
+    e2.packed = NULL;
+    return xconv__engine_cpu_igemm.run(&e2, err);
+}
+
+static size_t amx_prepack_bytes(const xconv_canon *p)
+{
+    amx_geom q;
+    amx_geom_of(p, &q);
+    return q.blob;
+}
+
+static void amx_prepack(const xconv_canon *p, xconv_context *ctx, const void *w, void *packed)
+{
+    amx_geom q;
+    amx_geom_of(p, &q);
+    const xconv_exec e = {.p = p, .ctx = ctx, .w = w};
+    amx_task t = {.e = &e, .q = &q, .blob = packed};
+    xconv__amx_pack_all(ctx, &t);
+}
+
+const xconv_engine xconv__engine_cpu_amx = {
+    .name = "cpu.amx",
+    .device = XCONV_DEVICE_CPU,
+    .supports = amx_supports,
+    .workspace_bytes = amx_workspace_bytes,
+    .cost = amx_cost,
+    .run = amx_run,
+    .prepack_bytes = amx_prepack_bytes,
+    .prepack = amx_prepack,
+};

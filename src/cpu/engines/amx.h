@@ -1,0 +1,133 @@
+/*
+ * amx.h — what the engine "cpu.amx" (amx.c) shares with its packing (amx_pack.c) and its
+ * tile kernel (amx_tiles.c).
+ *
+ * The GEMM: A is x, one row per output position and 64 bytes of reduction per tile step
+ * (32 bf16 or 64 bytes), read with a fixed row stride; B is the weights packed per step as
+ * two 16-column tiles of VNNI rows (pairs of bf16 or quads of bytes per column: 1 KiB each);
+ * C is 32 positions x 32 output channels in four f32 / int32 tiles.
+ *
+ * Rows of A at a fixed stride: x (or a zero-padded copy) is laid out as planes of positions,
+ * one plane per stride phase of each dim, so that for every tap the positions of a run of
+ * outputs are consecutive positions of one plane. Outputs are numbered over the plane's grid
+ * (virtual rows v = (u0 * q1 + u1) * q2 + u2); rows whose u falls outside the output are
+ * computed and dropped, a few percent for padded layers.
+ */
+#ifndef XCONV_CPU_ENGINES_AMX_H
+#define XCONV_CPU_ENGINES_AMX_H
+
+#include "core/internal.h"
+
+typedef enum amx_kind { AMX_BF16, AMX_S8, AMX_U8 } amx_kind;
+
+/* Whether this CPU has AMX-TILE, -BF16 and -INT8 (and AVX-512) and the OS lets this process
+ * use the tiles (asked once, arch_prctl). */
+bool xconv__amx_available(void);
+
+/* The tile configuration a thread has loaded: live rows of the two A halves (0: none). */
+typedef struct amx_thread {
+    int m0, m1;
+} amx_thread;
+
+/*
+ * One block: C = init + sum_{t < ntaps} sum_{s < ksteps} A_t,s x B_t,s, 32 x 32, where
+ *   a[t] + s * 64 is row 0 of A's step s for tap t, row i at + i * lda;
+ *   b[t] + s * 2048 the two packed B tiles of that step;
+ *   init: 16 rows of 128 bytes (each the 32 initial values; NULL: zeros);
+ *   c: 32 rows of 128 bytes, rows >= m0 + m1 not written.
+ * m0 (1..16) and m1 (0..16, > 0 only when m0 == 16) are the rows of the two halves that A is
+ * read for: no byte of A past row m0 + m1 - 1 is read. Sums are exact products added in a
+ * fixed order (bf16: f32 with denormals flushed; integers wrap modulo 2^32).
+ */
+typedef struct amx_block_args {
+    int64_t            ntaps, ksteps;
+    const char *const *a;
+    const char *const *b;
+    size_t             lda;
+    const void        *init;
+    void              *c;
+    int                m0, m1;
+} amx_block_args;
+
+void xconv__amx_block(amx_thread *th, amx_kind kind, const amx_block_args *k);
+
+/* Releases the tiles (at the end of a thread's share of a run). */
+void xconv__amx_release(amx_thread *th);
+
+#define AMX_MAX_SUBS 64   /* stride phases of conv_transpose */
+#define AMX_MAX_TAPS 4096
+
+/* The outputs of one stride phase of conv_transpose (conv: all outputs, one sub): output
+ * index r[i] + step[i] * u for u < m[i] in each dim. */
+typedef struct amx_sub {
+    int64_t r[3], step[3], m[3];
+    int64_t vcount;   /* virtual rows up to the last output's, + 1 */
+    int64_t blocks;   /* blocks of 32 rows per image */
+    int64_t tap0, ntaps;
+} amx_sub;
+
+/* A tap of a sub: its packed weights (kernel index kk) and where its A rows start, in
+ * positions from the image's first (plane and offset within it). */
+typedef struct amx_tap {
+    int64_t kk, pos;
+} amx_tap;
+
+typedef struct amx_geom {
+    bool        ok;
+    const char *why_not;
+    amx_kind    kind;
+    int         es;         /* bytes per A or B value: 2 or 1 */
+    int         kstep;      /* reduction values per tile step: 32 or 64 */
+    bool        direct;     /* A reads x in place (no copy) */
+    int64_t     cp;         /* channels per group as laid out for A: a multiple of kstep */
+    int64_t     ksteps;     /* steps per tap */
+    int64_t     panels;     /* 32-channel panels per group */
+    /* the copy of x: per image, ph[0]*ph[1]*ph[2] planes of q[0] x q[1] x q[2] positions of
+     * groups * cp values; plane (p0, p1, p2) index u holds x[u * ph + p - lo] per dim */
+    int64_t     ph[3], q[3], lo[3];
+    int64_t     plane, image;  /* positions per plane and per image */
+    size_t      row_bytes;     /* bytes from one position to the next (A's lda) */
+    int64_t     nsub, ntaps;
+    amx_sub     sub[AMX_MAX_SUBS];
+    int64_t     blocks;        /* per image, over all subs */
+    int64_t     chunk_n;       /* images per chunk of the copy */
+    size_t      tap_bytes;     /* packed weights of one (group, panel, tap) */
+    /* the blob (workspace start, or the plan's prepacked memory): a header word (the
+     * smallest exponent among the weights' nonzero bf16 values), then the packed weights
+     * [G, panel, tap, step, 2 tiles] */
+    size_t      blob;
+    /* workspace offsets */
+    size_t      bias, taps, xbuf, slots, slot_bytes, total;
+    size_t      fallback;      /* cpu.igemm's workspace, for inputs AMX would flush */
+} amx_geom;
+
+#define AMX_BLOB_HEADER 64
+
+/* Per execute. */
+typedef struct amx_task {
+    const xconv_exec *e;
+    const amx_geom   *q;
+    const char       *blob;
+    char             *ws;
+    const amx_tap    *taps;
+    int64_t           n0, nb;       /* the chunk of images */
+    int              *emin;         /* per slot: the smallest exponent of a nonzero bf16 x */
+} amx_task;
+
+/* Packs the weights' items [begin, end) (item = (g, panel, tap)) into blob + AMX_BLOB_HEADER,
+ * and the smallest exponent among their nonzero bf16 values into emin[slot] (255: none):
+ * xconv__parallel_for_slot's signature, arg an amx_task whose blob is writable. */
+void xconv__amx_pack_range(void *arg, int64_t begin, int64_t end, int slot);
+
+/* Every weight into t->blob, and its header word. */
+void xconv__amx_pack_all(xconv_context *ctx, amx_task *t);
+
+/* The copy of the chunk's images: items (image, plane, u0, u1), each a row of q[2]
+ * positions; bf16 x's smallest exponent into emin[slot]. */
+void xconv__amx_copy_range(void *arg, int64_t begin, int64_t end, int slot);
+
+/* The smallest exponent of x's nonzero bf16 values (x read in place): items are (image,
+ * x0, x1) rows. */
+void xconv__amx_scan_range(void *arg, int64_t begin, int64_t end, int slot);
+
+#endif

@@ -1,0 +1,165 @@
+/*
+ * amx_pack.c — cpu.amx's data movement: the weights into VNNI tiles, x into the zero-padded
+ * planes that A reads, and the exponent scans that tell whether AMX's flushing of bf16
+ * denormals could change a result (amx.c decides).
+ *
+ * Values are moved as bits: bf16, i8 and u8 as they are; f8 (e4m3, e5m2) through f32, whose
+ * upper half is then the same value in bf16 (every f8 value is one exactly).
+ */
+#include "cpu/engines/amx.h"
+
+#include <string.h>
+
+/* The smallest biased exponent among the nonzero bf16 values v[0..n) (255: none), folded
+ * into emin. Denormals have exponent 0. */
+static int bf16_emin(const uint16_t *v, int64_t n, int emin)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const int e = (v[i] & 0x7fff) ? (v[i] >> 7) & 0xff : 255;
+        emin = e < emin ? e : emin;
+    }
+    return emin;
+}
+
+/* n values of x's dtype at src (element stride `stride`) as A's values (bf16 bits or
+ * bytes) at dst. */
+static void take_values(xconv_dtype dt, const char *src, int64_t stride, char *dst, int64_t n)
+{
+    const size_t es = xconv_dtype_size(dt);
+    if (dt == XCONV_DTYPE_F8E4M3 || dt == XCONV_DTYPE_F8E5M2) {
+        float tmp[256];
+        for (int64_t i0 = 0; i0 < n; i0 += 256) {
+            const int64_t c = n - i0 < 256 ? n - i0 : 256;
+            xconv__load_row(XCONV_CT_F32, dt, src + i0 * stride, stride, tmp, c);
+            for (int64_t i = 0; i < c; i++) {
+                uint32_t b;
+                memcpy(&b, &tmp[i], 4);
+                const uint16_t h = (uint16_t)(b >> 16);
+                memcpy(dst + (i0 + i) * 2, &h, 2);
+            }
+        }
+    } else if (stride == 1) {
+        memcpy(dst, src, (size_t)n * es);
+    } else if (es == 2) {
+        for (int64_t i = 0; i < n; i++) memcpy(dst + i * 2, src + i * stride * 2, 2);
+    } else {
+        for (int64_t i = 0; i < n; i++) dst[i] = src[i * stride];
+    }
+}
+
+void xconv__amx_pack_range(void *arg, int64_t begin, int64_t end, int slot)
+{
+    const amx_task *t = arg;
+    const amx_geom *q = t->q;
+    const xconv_canon *p = t->e->p;
+    const size_t xes = xconv_dtype_size(p->x_dtype);
+    const int per = 64 / 16 / q->es; /* values per column of a B row: 2 or 4 */
+    const int64_t kk_count = xconv__prod3(p->k_size);
+    char vals[4096];
+    int emin = 255;
+    for (int64_t item = begin; item < end; item++) {
+        const int64_t kk = item % kk_count, gp = item / kk_count;
+        const int64_t g = gp / q->panels, panel = gp % q->panels;
+        const int64_t k2 = kk % p->k_size[2], k1 = kk / p->k_size[2] % p->k_size[1],
+                      k0 = kk / p->k_size[2] / p->k_size[1];
+        char *dst = (char *)t->blob + AMX_BLOB_HEADER + (size_t)item * q->tap_bytes;
+        memset(dst, 0, q->tap_bytes);
+        for (int64_t oo = 0; oo < 32; oo++) {
+            const int64_t o = panel * 32 + oo;
+            if (o >= p->cout_g) break;
+            const char *w = (const char *)t->e->w +
+                            (p->w_off + g * p->w_sg + o * p->w_so + k0 * p->w_sk[0] +
+                             k1 * p->w_sk[1] + k2 * p->w_sk[2]) * (int64_t)xes;
+            const int64_t j = oo / 16, n = oo % 16;
+            for (int64_t i0 = 0; i0 < p->cin_g; i0 += (int64_t)sizeof vals / 2) {
+                const int64_t c = p->cin_g - i0 < (int64_t)sizeof vals / 2 ? p->cin_g - i0
+                                                                           : (int64_t)sizeof vals / 2;
+                take_values(p->x_dtype, w + i0 * p->w_si * (int64_t)xes, p->w_si, vals, c);
+                if (q->kind == AMX_BF16 && p->x_dtype == XCONV_DTYPE_BF16)
+                    emin = bf16_emin((const uint16_t *)(const void *)vals, c, emin);
+                for (int64_t ii = 0; ii < c; ii++) {
+                    const int64_t i = i0 + ii, s = i / q->kstep, rem = i % q->kstep;
+                    const int64_t r = rem / per, e = rem % per;
+                    memcpy(dst + s * 2048 + j * 1024 + r * 64 + (n * per + e) * q->es,
+                           vals + ii * q->es, (size_t)q->es);
+                }
+            }
+        }
+    }
+    int *slot_emin = (int *)t->emin;
+    if (emin < slot_emin[slot]) slot_emin[slot] = emin;
+}
+
+void xconv__amx_pack_all(xconv_context *ctx, amx_task *t)
+{
+    const xconv_canon *p = t->e->p;
+    int emin[256];
+    for (int i = 0; i < 256; i++) emin[i] = 255;
+    int *saved = t->emin;
+    t->emin = emin;
+    xconv__parallel_for_slot(ctx, p->groups * t->q->panels * xconv__prod3(p->k_size),
+                             xconv__amx_pack_range, t);
+    t->emin = saved;
+    int m = 255;
+    for (int i = 0; i < 256; i++) m = emin[i] < m ? emin[i] : m;
+    memcpy((char *)t->blob, &m, sizeof m);
+}
+
+void xconv__amx_copy_range(void *arg, int64_t begin, int64_t end, int slot)
+{
+    const amx_task *t = arg;
+    const amx_geom *q = t->q;
+    const xconv_canon *p = t->e->p;
+    const size_t xes = xconv_dtype_size(p->x_dtype);
+    const int64_t planes = q->ph[0] * q->ph[1] * q->ph[2];
+    const bool scan = q->kind == AMX_BF16 && p->x_dtype == XCONV_DTYPE_BF16;
+    int emin = 255;
+    for (int64_t item = begin; item < end; item++) {
+        const int64_t u1 = item % q->q[1], u0 = item / q->q[1] % q->q[0];
+        const int64_t pi = item / q->q[1] / q->q[0] % planes, nl = item / q->q[1] / q->q[0] / planes;
+        const int64_t p2 = pi % q->ph[2], p1 = pi / q->ph[2] % q->ph[1], p0 = pi / q->ph[2] / q->ph[1];
+        char *dst = (char *)t->ws + q->xbuf +
+                    (size_t)(nl * q->image + pi * q->plane + (u0 * q->q[1] + u1) * q->q[2]) *
+                        q->row_bytes;
+        const int64_t x0 = u0 * q->ph[0] + p0 - q->lo[0], x1 = u1 * q->ph[1] + p1 - q->lo[1];
+        if (x0 < 0 || x0 >= p->x_size[0] || x1 < 0 || x1 >= p->x_size[1]) {
+            memset(dst, 0, (size_t)q->q[2] * q->row_bytes);
+            continue;
+        }
+        for (int64_t u2 = 0; u2 < q->q[2]; u2++, dst += q->row_bytes) {
+            const int64_t x2 = u2 * q->ph[2] + p2 - q->lo[2];
+            if (x2 < 0 || x2 >= p->x_size[2]) {
+                memset(dst, 0, q->row_bytes);
+                continue;
+            }
+            const char *src = (const char *)t->e->x +
+                              (p->x_off + (t->n0 + nl) * p->x_sn + x0 * p->x_ss[0] +
+                               x1 * p->x_ss[1] + x2 * p->x_ss[2]) * (int64_t)xes;
+            for (int64_t g = 0; g < p->groups; g++) {
+                char *d = dst + (size_t)(g * q->cp * q->es);
+                take_values(p->x_dtype, src + g * p->cin_g * p->x_sc * (int64_t)xes, p->x_sc, d,
+                            p->cin_g);
+                if (scan) emin = bf16_emin((const uint16_t *)(const void *)d, p->cin_g, emin);
+                memset(d + p->cin_g * q->es, 0, (size_t)((q->cp - p->cin_g) * q->es));
+            }
+        }
+    }
+    if (emin < t->emin[slot]) t->emin[slot] = emin;
+}
+
+void xconv__amx_scan_range(void *arg, int64_t begin, int64_t end, int slot)
+{
+    const amx_task *t = arg;
+    const xconv_canon *p = t->e->p;
+    int emin = 255;
+    for (int64_t item = begin; item < end; item++) {
+        const int64_t x1 = item % p->x_size[1], x0 = item / p->x_size[1] % p->x_size[0];
+        const int64_t n = item / p->x_size[1] / p->x_size[0];
+        for (int64_t x2 = 0; x2 < p->x_size[2]; x2++) {
+            const uint16_t *v = (const uint16_t *)t->e->x + p->x_off + (t->n0 + n) * p->x_sn +
+                                x0 * p->x_ss[0] + x1 * p->x_ss[1] + x2 * p->x_ss[2];
+            emin = bf16_emin(v, p->cin, emin);
+        }
+    }
+    if (emin < t->emin[slot]) t->emin[slot] = emin;
+}

@@ -1,0 +1,177 @@
+/*
+ * test_amx.c — cpu.amx (AMX tiles: bf16 and f8 with f32 sums, i8 and u8 with wrapping int32
+ * sums) against cpu.ref, forced by name:
+ *
+ *   - every (x, y) dtype pair it serves: bf16, e4m3 and e5m2 x with their own y and f32 y
+ *     (within DESIGN.md §2's tolerance), i8 and u8 x with 8-, 16- and 32-bit y (bit for bit);
+ *   - named problems around its blocking: output channels around the 16-column tiles and
+ *     the 32-channel panel (1, 15, 17, 31, 33, 64), virtual-row counts around the 16-row
+ *     halves and 32-row blocks (tails of 1..31 rows), input channels that fill whole tile
+ *     steps (read in place, 1x1 and kxk at stride 1 without padding) and ones that do not
+ *     (padded with zeros in the copy), strided, dilated and padded convs in 1, 2 and 3 dims
+ *     (stride planes), groups, and conv_transpose with every phase shape (taps per phase
+ *     that differ, phases that no tap reaches, padding larger than the kernel);
+ *   - both conventions and the dense, dense-innermost-rows and fully strided views;
+ *   - 1, 2 and 3 threads, which must give the same bits; no byte outside y's elements
+ *     written.
+ * bf16 inputs in the denormal range (which AMX flushes) must still meet the tolerance: the
+ * engine sends them to the f32 kernels, checked with values scaled down to 2^-120.
+ * A CPU or OS without AMX makes cpu.amx unsupported: the test then checks that forcing it
+ * fails with a clear message and that the planner never picks it.
+ */
+#include "common/engine_check.h"
+#include "cpu/engines/amx.h"
+
+static xconv_context *CTX[4]; /* CTX[t]: t threads */
+
+#define CV XCONV_OP_CONV
+#define CT XCONV_OP_CONV_TRANSPOSE
+
+/* clang-format off */
+static const table_case CASES[] = {
+    {"conv1d 1x1, 64 channels in place, 13 positions, 33 out",
+     CV, 1, 1, 64, 33, 1, {13}, {1}, {1}, {1}, {0}, {0}, {0}},
+    {"conv2d 1x1, 32 channels, 2 images of 47 positions, 64 out",
+     CV, 2, 2, 32, 64, 1, {5, 9}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, {0}},
+    {"conv2d 3x3 unpadded in place, 64 channels, 17 out",
+     CV, 2, 1, 64, 17, 1, {7, 9}, {3, 3}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, {0}},
+    {"conv2d 3x3 padded, 40 channels (copied, padded to steps), 31 out",
+     CV, 2, 1, 40, 31, 1, {6, 5}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}},
+    {"conv2d 3x3 stride 2 padded, 70 channels, 15 out",
+     CV, 2, 1, 70, 15, 1, {9, 8}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {0}},
+    {"conv2d stride 2 dilation 2 asymmetric padding, 3 channels, 1 out",
+     CV, 2, 2, 3, 1, 1, {9, 8}, {3, 2}, {2, 2}, {2, 1}, {1, 0}, {2, 1}, {0}},
+    {"conv1d k5 over 130 channels, 300 positions: many blocks",
+     CV, 1, 1, 130, 20, 1, {300}, {5}, {1}, {1}, {2}, {2}, {0}},
+    {"conv1d k3 stride 3, 1 position",
+     CV, 1, 1, 16, 16, 1, {3}, {3}, {3}, {1}, {0}, {0}, {0}},
+    {"conv3d mixed, 20 channels",
+     CV, 3, 1, 20, 15, 1, {5, 4, 6}, {2, 3, 2}, {1, 2, 1}, {1, 1, 2}, {1, 0, 1}, {0, 1, 1}, {0}},
+    {"conv2d groups 2, 64 channels each, in place",
+     CV, 2, 1, 128, 34, 2, {5, 4}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, {0}},
+    {"conv2d groups 4 padded, 12 channels each",
+     CV, 2, 1, 48, 20, 4, {5, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}},
+    {"conv_transpose1d stride 3: outputs no tap reaches",
+     CT, 1, 2, 6, 17, 1, {7}, {2}, {3}, {1}, {0}, {0}, {2}},
+    {"conv_transpose2d k4 s2 p1, 64 channels",
+     CT, 2, 1, 64, 33, 1, {5, 4}, {4, 4}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {0, 0}},
+    {"conv_transpose2d mixed, 40 channels",
+     CT, 2, 1, 40, 31, 1, {4, 5}, {3, 2}, {2, 1}, {1, 2}, {1, 1}, {0, 1}, {1, 0}},
+    {"conv_transpose1d k16 s8 p4 (encodec), 70 channels",
+     CT, 1, 1, 70, 24, 1, {9}, {16}, {8}, {1}, {4}, {4}, {0}},
+    {"conv_transpose1d padding past the kernel",
+     CT, 1, 1, 33, 16, 1, {12}, {3}, {2}, {1}, {4}, {3}, {1}},
+    {"conv_transpose3d groups 2",
+     CT, 3, 1, 24, 18, 2, {3, 4, 3}, {2, 3, 2}, {2, 1, 2}, {1, 1, 1}, {0, 1, 1}, {1, 0, 0}, {1, 0, 0}},
+};
+/* clang-format on */
+#define NCASES ((int)(sizeof CASES / sizeof CASES[0]))
+
+static const xconv_dtype PAIRS[][2] = {
+    {XCONV_DTYPE_BF16, XCONV_DTYPE_BF16},     {XCONV_DTYPE_BF16, XCONV_DTYPE_F32},
+    {XCONV_DTYPE_F8E4M3, XCONV_DTYPE_F8E4M3}, {XCONV_DTYPE_F8E5M2, XCONV_DTYPE_F32},
+    {XCONV_DTYPE_I8, XCONV_DTYPE_I8},         {XCONV_DTYPE_I8, XCONV_DTYPE_I32},
+    {XCONV_DTYPE_U8, XCONV_DTYPE_U16},        {XCONV_DTYPE_U8, XCONV_DTYPE_I32},
+};
+#define NPAIRS ((int)(sizeof PAIRS / sizeof PAIRS[0]))
+
+/* Without AMX: forcing cpu.amx is an error that names the engine, and no plan picks it. */
+static void check_absent(void)
+{
+    tu_problem p;
+    memset(&p, 0, sizeof p);
+    CASE_GEOMETRY(&p, &CASES[2]);
+    p.layout = XCONV_LAYOUT_CHANNELS_LAST, p.xdt = p.ydt = XCONV_DTYPE_BF16;
+    tu_problem_finish(&p);
+    int64_t xs[XCONV_MAX_RANK], ws[XCONV_MAX_RANK], bs[1], ys[XCONV_MAX_RANK];
+    tu_shapes(&p, xs, ws, bs, ys);
+    xconv_tensor x = make_view(p.xdt, 4, xs, V_DENSE, 0, false);
+    xconv_tensor w = make_view(p.xdt, 4, ws, V_DENSE, 0, false);
+    xconv_tensor b = make_view(p.ydt, 1, bs, V_DENSE, 0, false);
+    xconv_tensor y = make_view(p.ydt, 4, ys, V_DENSE, 0, true);
+    tu_rng r = {7};
+    fill_all(&x, &r), fill_all(&w, &r);
+    xconv_error err;
+    const char *used = NULL;
+    xconv_status st = tu_conv(CTX[1], &p, &x, &w, &b, &y, "cpu.amx", &used, &err);
+    XT_CHECK(st != XCONV_STATUS_OK && strstr(err.description, "AMX"),
+             "forcing cpu.amx without AMX: status %d, \"%s\"", (int)st, err.description);
+    st = tu_conv(CTX[1], &p, &x, &w, &b, &y, NULL, &used, &err);
+    XT_CHECK(st == XCONV_STATUS_OK && used && strcmp(used, "cpu.amx") != 0,
+             "the planner picked %s without AMX", used ? used : "(none)");
+    free(x.data), free(w.data), free(b.data), free(y.data);
+}
+
+/* Every nonzero finite bf16 value of t's buffer moved to a binade in [2^-70, 2^-63): the
+ * products of two such values lie below 2^-126, where AMX would flush them to zero. */
+static void shrink_bf16(xconv_tensor *t)
+{
+    uint16_t *v = t->data;
+    const size_t count = view_bytes(t) / 2;
+    for (size_t i = 0; i < count; i++) {
+        const unsigned e = (v[i] >> 7) & 0xff;
+        if ((v[i] & 0x7fff) == 0 || e == 0xff) continue;
+        v[i] = (uint16_t)((v[i] & 0x807f) | (unsigned)(57 + e % 8) << 7);
+    }
+}
+
+/* bf16 problems whose products are f32 denormals: cpu.amx must still match cpu.ref within
+ * the tolerance (it hands them to the f32 kernels), with x read in place and copied. */
+static void check_tiny(void)
+{
+    for (int ci = 1; ci <= 3; ci++) {
+        tu_problem p;
+        memset(&p, 0, sizeof p);
+        CASE_GEOMETRY(&p, &CASES[ci]);
+        p.layout = XCONV_LAYOUT_CHANNELS_LAST, p.xdt = XCONV_DTYPE_BF16, p.ydt = XCONV_DTYPE_F32;
+        tu_problem_finish(&p);
+        int64_t xs[XCONV_MAX_RANK], ws[XCONV_MAX_RANK], bs[1], ys[XCONV_MAX_RANK];
+        tu_shapes(&p, xs, ws, bs, ys);
+        const int rank = p.d + 2;
+        xconv_tensor x = make_view(p.xdt, rank, xs, V_DENSE, 0, false);
+        xconv_tensor w = make_view(p.xdt, rank, ws, V_DENSE, 0, false);
+        xconv_tensor b = make_view(p.ydt, 1, bs, V_DENSE, 0, false);
+        xconv_tensor yr = make_view(p.ydt, rank, ys, V_DENSE, 0, true);
+        xconv_tensor y = make_view(p.ydt, rank, ys, V_DENSE, 0, true);
+        tu_rng r = {0x7a11 + (uint64_t)ci};
+        fill_all(&x, &r), fill_all(&w, &r);
+        shrink_bf16(&x), shrink_bf16(&w);
+        xconv_error err;
+        const char *used = NULL;
+        xconv_status st = tu_conv(CTX[2], &p, &x, &w, &b, &yr, "cpu.ref", &used, &err);
+        XT_CHECK(st == XCONV_STATUS_OK, "tiny %s [cpu.ref]: %s", CASES[ci].name, err.description);
+        st = tu_conv(CTX[2], &p, &x, &w, &b, &y, "cpu.amx", &used, &err);
+        XT_CHECK(st == XCONV_STATUS_OK, "tiny %s [cpu.amx]: %s", CASES[ci].name, err.description);
+        tu_val *exact = malloc(sizeof(tu_val) * (size_t)tu_ycount(&p));
+        double *mag = malloc(sizeof(double) * (size_t)tu_ycount(&p));
+        tu_ref_conv(&p, &x, &w, &b, exact, mag);
+        int64_t nonzero = 0;
+        for (int64_t i = 0; i < tu_ycount(&p); i++) nonzero += exact[i].re != 0.0;
+        XT_CHECK(nonzero > 0, "tiny %s: the products should not all be zero", CASES[ci].name);
+        char label[200];
+        snprintf(label, sizeof label, "tiny products, %s", CASES[ci].name);
+        const int64_t bad = compare_outputs(&p, &y, &yr, mag, label);
+        XT_CHECK(bad == 0, "%s: %" PRId64 " elements differ from cpu.ref", label, bad);
+        free(exact), free(mag);
+        free(x.data), free(w.data), free(b.data), free(yr.data), free(y.data);
+    }
+}
+
+int main(void)
+{
+    for (int t = 1; t <= 3; t++) {
+        xconv_context_options o = {.threads = t};
+        xconv_context_create(&o, &CTX[t], NULL);
+    }
+    if (!xconv__amx_available()) {
+        printf("test_amx: no AMX here (CPU or OS): checking that cpu.amx stays unused\n");
+        check_absent();
+    } else {
+        tu_rng r = {0x5eed0a3b1c2d4e5full};
+        check_engine_table(CTX, "cpu.amx", CASES, NCASES, PAIRS, NPAIRS, table_view, TV_NAMES,
+                           TV_COUNT, 0, &r);
+        check_tiny();
+    }
+    for (int t = 1; t <= 3; t++) xconv_context_destroy(CTX[t]);
+    return xt_finish("test_amx");
+}
