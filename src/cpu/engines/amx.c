@@ -12,9 +12,11 @@
  * read in place when it already has that form: stride-1 conv without padding over dense
  * channels-last x of bf16 / i8 / u8 whose channels per group fill whole steps.
  *
- * Work units are (group, panel of 32 output channels, block of 32 virtual rows), panel-major
- * so that each thread keeps its panels' weights in L2; static ranges, one unit per output,
- * so results are the same bits for any thread count. y is written from each block's C
+ * Work units are (group, panel of 32 output channels, block of 32 virtual rows), ordered
+ * by group, then by a range of panels whose weights fit in L2 (about 1 MiB), then by block,
+ * then by panel: a block's A rows stay in L1 while the range's panels use them, and each
+ * thread's static range of units keeps few panels' weights hot. One unit per output, so
+ * results are the same bits for any thread count. y is written from each block's C
  * through xconv__store_rows (bias in the tiles' initial value).
  *
  * AMX treats bf16 denormals as zero and flushes f32 results below 2^-126. Before it runs, the
@@ -28,6 +30,7 @@
 #include <string.h>
 
 #define AMX_XBUF_BYTES ((size_t)8 << 20) /* the copy of x per chunk of images */
+#define AMX_L2_WEIGHTS ((size_t)1 << 20) /* packed weights a thread keeps in L2 */
 #define AMX_SAFE_EMIN  (254 - 90)        /* emin(x) + emin(w) below this: f32 fallback */
 
 extern const xconv_engine xconv__engine_cpu_igemm;
@@ -236,6 +239,21 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q)
     q->row_bytes = q->direct ? (size_t)p->x_ss[2] * xes : (size_t)(p->groups * q->cp * q->es);
     amx_subs(p, q, NULL);
     q->tap_bytes = (size_t)q->ksteps * 2048;
+    {
+        const double panel_bytes = (double)q->tap_bytes * (double)xconv__prod3(p->k_size);
+        const int64_t wide = (int64_t)((double)AMX_L2_WEIGHTS / panel_bytes);
+        q->wide = wide < 1 ? 1 : wide > q->panels ? q->panels : wide;
+    }
+    q->store = AMX_STORE_GENERIC;
+    if (p->y_sc == 1) {
+        const xconv_dtype y = p->y_dtype;
+        if (kind == AMX_BF16)
+            q->store = y == XCONV_DTYPE_BF16 ? AMX_STORE_BF16 : y == XCONV_DTYPE_F32 ? AMX_STORE_B32 : q->store;
+        else
+            q->store = y == XCONV_DTYPE_I32 || y == XCONV_DTYPE_U32 ? AMX_STORE_B32
+                       : y == XCONV_DTYPE_I8 || y == XCONV_DTYPE_U8 ? AMX_STORE_B8
+                                                                    : q->store;
+    }
 
     /* the workspace: blob (unless prepacked), bias tiles, tap table, the copy of x, slots */
     const size_t blob = AMX_BLOB_HEADER + (size_t)(p->groups * q->panels) *
@@ -315,7 +333,8 @@ static double amx_cost(const xconv_canon *p)
 /* The blocks                                                                               */
 /* ---------------------------------------------------------------------------------------- */
 
-/* Writes the live rows of a block's C (rows [0, rows) are virtual rows v0 ..) into y. */
+/* Writes the live rows of a block's C (rows [0, rows) are virtual rows v0 ..) into y: each
+ * run of consecutive live rows in one call. */
 static void store_block(const amx_task *t, const amx_sub *sb, int64_t n, int64_t g, int64_t panel,
                         int64_t v0, int rows, const char *c)
 {
@@ -326,22 +345,25 @@ static void store_block(const amx_task *t, const amx_sub *sb, int64_t n, int64_t
     const int64_t base = p->y_off + n * p->y_sn + (g * p->cout_g + panel * 32) * p->y_sc;
     void *dst[32];
     int run0 = 0, len = 0;
+    int64_t u2 = v0 % q->q[2], u1 = v0 / q->q[2] % q->q[1], u0 = v0 / q->q[2] / q->q[1];
     for (int i = 0; i <= rows; i++) {
-        bool live = false;
-        int64_t el = 0;
-        if (i < rows) {
-            const int64_t v = v0 + i, u2 = v % q->q[2], u1 = v / q->q[2] % q->q[1],
-                          u0 = v / q->q[2] / q->q[1];
-            live = u0 < sb->m[0] && u1 < sb->m[1] && u2 < sb->m[2];
-            el = base + (sb->r[0] + sb->step[0] * u0) * p->y_ss[0] +
-                 (sb->r[1] + sb->step[1] * u1) * p->y_ss[1] + (sb->r[2] + sb->step[2] * u2) * p->y_ss[2];
-        }
+        const bool live = i < rows && u0 < sb->m[0] && u1 < sb->m[1] && u2 < sb->m[2];
         if (live) {
+            const int64_t el = base + (sb->r[0] + sb->step[0] * u0) * p->y_ss[0] +
+                               (sb->r[1] + sb->step[1] * u1) * p->y_ss[1] +
+                               (sb->r[2] + sb->step[2] * u2) * p->y_ss[2];
             if (!len) run0 = i;
             dst[len++] = (char *)t->e->y + el * yes;
         } else if (len) {
-            xconv__store_rows(p->ct, p->y_dtype, c + (size_t)run0 * 128, 128, dst, p->y_sc, cnt, len);
+            if (q->store == AMX_STORE_GENERIC)
+                xconv__store_rows(p->ct, p->y_dtype, c + (size_t)run0 * 128, 128, dst, p->y_sc, cnt, len);
+            else
+                xconv__amx_store_rows((amx_store)q->store, c + (size_t)run0 * 128, dst, len, (int)cnt);
             len = 0;
+        }
+        if (++u2 == q->q[2]) {
+            u2 = 0;
+            if (++u1 == q->q[1]) u1 = 0, u0++;
         }
     }
 }
@@ -358,8 +380,10 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
     const char **a = (const char **)(void *)(sl + 4096);
     amx_thread th = {0, 0};
     for (int64_t unit = begin; unit < end; unit++) {
-        const int64_t gp = unit / chunk_blocks, blk = unit % chunk_blocks;
-        const int64_t g = gp / q->panels, panel = gp % q->panels;
+        const int64_t g = unit / (q->panels * chunk_blocks), r = unit % (q->panels * chunk_blocks);
+        const int64_t c0 = r / (q->wide * chunk_blocks) * q->wide, r2 = r % (q->wide * chunk_blocks);
+        const int64_t width = q->panels - c0 < q->wide ? q->panels - c0 : q->wide;
+        const int64_t blk = r2 / width, panel = c0 + r2 % width, gp = g * q->panels + panel;
         const int64_t nl = blk / q->blocks;
         int64_t b = blk % q->blocks, si = 0;
         while (b >= q->sub[si].blocks) b -= q->sub[si].blocks, si++;

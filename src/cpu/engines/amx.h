@@ -82,6 +82,7 @@ typedef struct amx_geom {
     int64_t     cp;         /* channels per group as laid out for A: a multiple of kstep */
     int64_t     ksteps;     /* steps per tap */
     int64_t     panels;     /* 32-channel panels per group */
+    int64_t     wide;       /* panels whose weights a thread keeps in L2 together */
     /* the copy of x: per image, ph[0]*ph[1]*ph[2] planes of q[0] x q[1] x q[2] positions of
      * groups * cp values; plane (p0, p1, p2) index u holds x[u * ph + p - lo] per dim */
     int64_t     ph[3], q[3], lo[3];
@@ -92,6 +93,7 @@ typedef struct amx_geom {
     int64_t     blocks;        /* per image, over all subs */
     int64_t     chunk_n;       /* images per chunk of the copy */
     size_t      tap_bytes;     /* packed weights of one (group, panel, tap) */
+    int         store;         /* amx_store: how y is written */
     /* the blob (workspace start, or the plan's prepacked memory): a header word (the
      * smallest exponent among the weights' nonzero bf16 values), then the packed weights
      * [G, panel, tap, step, 2 tiles] */
@@ -131,3 +133,13 @@ void xconv__amx_copy_range(void *arg, int64_t begin, int64_t end, int slot);
 void xconv__amx_scan_range(void *arg, int64_t begin, int64_t end, int slot);
 
 #endif
+
+/* y written from a block's C rows (128 bytes apart) by AVX-512 (amx_store.c): f32 sums as
+ * bf16 (round to nearest even, NaN kept quiet) or f32; int32 sums as 8 or 32 bits. */
+typedef enum amx_store { AMX_STORE_GENERIC, AMX_STORE_BF16, AMX_STORE_B32, AMX_STORE_B8 } amx_store;
+
+/* rows rows of cnt (<= 32) values: row i of c to dst[i], dense. */
+void xconv__amx_store_rows(amx_store kind, const char *c, void *const *dst, int rows, int cnt);
+
+/* The smallest biased exponent among the nonzero bf16 values v[0..n), folded into emin. */
+int xconv__amx_bf16_emin(const uint16_t *v, int64_t n, int emin);

@@ -10,17 +10,6 @@
 
 #include <string.h>
 
-/* The smallest biased exponent among the nonzero bf16 values v[0..n) (255: none), folded
- * into emin. Denormals have exponent 0. */
-static int bf16_emin(const uint16_t *v, int64_t n, int emin)
-{
-    for (int64_t i = 0; i < n; i++) {
-        const int e = (v[i] & 0x7fff) ? (v[i] >> 7) & 0xff : 255;
-        emin = e < emin ? e : emin;
-    }
-    return emin;
-}
-
 /* n values of x's dtype at src (element stride `stride`) as A's values (bf16 bits or
  * bytes) at dst. */
 static void take_values(xconv_dtype dt, const char *src, int64_t stride, char *dst, int64_t n)
@@ -55,7 +44,7 @@ void xconv__amx_pack_range(void *arg, int64_t begin, int64_t end, int slot)
     const size_t xes = xconv_dtype_size(p->x_dtype);
     const int per = 64 / 16 / q->es; /* values per column of a B row: 2 or 4 */
     const int64_t kk_count = xconv__prod3(p->k_size);
-    char vals[4096];
+    _Alignas(64) char vals[4096];
     int emin = 255;
     for (int64_t item = begin; item < end; item++) {
         const int64_t kk = item % kk_count, gp = item / kk_count;
@@ -76,7 +65,7 @@ void xconv__amx_pack_range(void *arg, int64_t begin, int64_t end, int slot)
                                                                            : (int64_t)sizeof vals / 2;
                 take_values(p->x_dtype, w + i0 * p->w_si * (int64_t)xes, p->w_si, vals, c);
                 if (q->kind == AMX_BF16 && p->x_dtype == XCONV_DTYPE_BF16)
-                    emin = bf16_emin((const uint16_t *)(const void *)vals, c, emin);
+                    emin = xconv__amx_bf16_emin((const uint16_t *)(const void *)vals, c, emin);
                 for (int64_t ii = 0; ii < c; ii++) {
                     const int64_t i = i0 + ii, s = i / q->kstep, rem = i % q->kstep;
                     const int64_t r = rem / per, e = rem % per;
@@ -139,7 +128,7 @@ void xconv__amx_copy_range(void *arg, int64_t begin, int64_t end, int slot)
                 char *d = dst + (size_t)(g * q->cp * q->es);
                 take_values(p->x_dtype, src + g * p->cin_g * p->x_sc * (int64_t)xes, p->x_sc, d,
                             p->cin_g);
-                if (scan) emin = bf16_emin((const uint16_t *)(const void *)d, p->cin_g, emin);
+                if (scan) emin = xconv__amx_bf16_emin((const uint16_t *)(const void *)d, p->cin_g, emin);
                 memset(d + p->cin_g * q->es, 0, (size_t)((q->cp - p->cin_g) * q->es));
             }
         }
@@ -158,7 +147,7 @@ void xconv__amx_scan_range(void *arg, int64_t begin, int64_t end, int slot)
         for (int64_t x2 = 0; x2 < p->x_size[2]; x2++) {
             const uint16_t *v = (const uint16_t *)t->e->x + p->x_off + (t->n0 + n) * p->x_sn +
                                 x0 * p->x_ss[0] + x1 * p->x_ss[1] + x2 * p->x_ss[2];
-            emin = bf16_emin(v, p->cin, emin);
+            emin = xconv__amx_bf16_emin(v, p->cin, emin);
         }
     }
     if (emin < t->emin[slot]) t->emin[slot] = emin;

@@ -34,7 +34,7 @@ static bool amx_probe(void)
     const bool tile = (d >> 24) & 1, bf16 = (d >> 22) & 1, int8 = (d >> 25) & 1;
     /* the conversions and stores around the tiles use AVX-512 */
     if (!tile || !bf16 || !int8 || !__builtin_cpu_supports("avx512f") ||
-        !__builtin_cpu_supports("avx512bw"))
+        !__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vl"))
         return false;
     return syscall(SYS_arch_prctl, AMX_ARCH_REQ_XCOMP_PERM, AMX_XFEATURE_XTILEDATA) == 0;
 }
