@@ -277,7 +277,7 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q)
     int64_t most = 0;
     for (int64_t i = 0; i < q->nsub; i++) most = q->sub[i].ntaps > most ? q->sub[i].ntaps : most;
     q->slots = off;
-    q->slot_bytes = 4096 + align64((size_t)most * 2 * sizeof(void *));
+    q->slot_bytes = 8192 + align64((size_t)most * 2 * sizeof(void *));
     off += q->slot_bytes * (size_t)(p->threads > 0 ? p->threads : 1);
     q->total = off;
     if ((double)q->total > budget) {
@@ -333,33 +333,28 @@ static double amx_cost(const xconv_canon *p)
 /* The blocks                                                                               */
 /* ---------------------------------------------------------------------------------------- */
 
-/* Writes the live rows of a block's C (rows [0, rows) are virtual rows v0 ..) into y: each
- * run of consecutive live rows in one call. */
-static void store_block(const amx_task *t, const amx_sub *sb, int64_t n, int64_t g, int64_t panel,
-                        int64_t v0, int rows, const char *c)
+/* The live rows of one block (rows of C whose virtual row is an output) and their y
+ * offsets in bytes without the output channel's: one list serves every panel of the block. */
+typedef struct amx_rows {
+    int     count;
+    uint8_t row[32];
+    int64_t off[32];
+} amx_rows;
+
+static void block_rows(const amx_task *t, const amx_sub *sb, int64_t n, int64_t v0, int rows,
+                       amx_rows *br)
 {
     const xconv_canon *p = t->e->p;
     const amx_geom *q = t->q;
     const int64_t yes = (int64_t)xconv_dtype_size(p->y_dtype);
-    const int64_t cnt = p->cout_g - panel * 32 < 32 ? p->cout_g - panel * 32 : 32;
-    const int64_t base = p->y_off + n * p->y_sn + (g * p->cout_g + panel * 32) * p->y_sc;
-    void *dst[32];
-    int run0 = 0, len = 0;
     int64_t u2 = v0 % q->q[2], u1 = v0 / q->q[2] % q->q[1], u0 = v0 / q->q[2] / q->q[1];
-    for (int i = 0; i <= rows; i++) {
-        const bool live = i < rows && u0 < sb->m[0] && u1 < sb->m[1] && u2 < sb->m[2];
-        if (live) {
-            const int64_t el = base + (sb->r[0] + sb->step[0] * u0) * p->y_ss[0] +
-                               (sb->r[1] + sb->step[1] * u1) * p->y_ss[1] +
-                               (sb->r[2] + sb->step[2] * u2) * p->y_ss[2];
-            if (!len) run0 = i;
-            dst[len++] = (char *)t->e->y + el * yes;
-        } else if (len) {
-            if (q->store == AMX_STORE_GENERIC)
-                xconv__store_rows(p->ct, p->y_dtype, c + (size_t)run0 * 128, 128, dst, p->y_sc, cnt, len);
-            else
-                xconv__amx_store_rows((amx_store)q->store, c + (size_t)run0 * 128, dst, len, (int)cnt);
-            len = 0;
+    br->count = 0;
+    for (int i = 0; i < rows; i++) {
+        if (u0 < sb->m[0] && u1 < sb->m[1] && u2 < sb->m[2]) {
+            br->row[br->count] = (uint8_t)i;
+            br->off[br->count++] = (p->y_off + n * p->y_sn + (sb->r[0] + sb->step[0] * u0) * p->y_ss[0] +
+                                    (sb->r[1] + sb->step[1] * u1) * p->y_ss[1] +
+                                    (sb->r[2] + sb->step[2] * u2) * p->y_ss[2]) * yes;
         }
         if (++u2 == q->q[2]) {
             u2 = 0;
@@ -368,6 +363,43 @@ static void store_block(const amx_task *t, const amx_sub *sb, int64_t n, int64_t
     }
 }
 
+/* Writes a block's live rows of C into y for the panel's output channels. */
+static void store_block(const amx_task *t, const amx_rows *br, int64_t g, int64_t panel, const char *c)
+{
+    const xconv_canon *p = t->e->p;
+    const int64_t yes = (int64_t)xconv_dtype_size(p->y_dtype);
+    const int cnt = p->cout_g - panel * 32 < 32 ? (int)(p->cout_g - panel * 32) : 32;
+    char *base = (char *)t->e->y + (g * p->cout_g + panel * 32) * p->y_sc * yes;
+    if (t->q->store != AMX_STORE_GENERIC) {
+        xconv__amx_store_rows((amx_store)t->q->store, c, base, br->off, br->row, br->count, cnt);
+        return;
+    }
+    void *dst[32];
+    for (int j0 = 0, j = 1; j <= br->count; j++) {
+        if (j < br->count && br->row[j] == br->row[j - 1] + 1) continue;
+        for (int i = j0; i < j; i++) dst[i - j0] = base + br->off[i];
+        xconv__store_rows(p->ct, p->y_dtype, c + (size_t)br->row[j0] * 128, 128, dst, p->y_sc, cnt, j - j0);
+        j0 = j;
+    }
+}
+
+/* A block whose C waits in a staging buffer for its stores. */
+typedef struct amx_pending {
+    const amx_task *t;
+    const amx_rows *rows;   /* NULL: nothing waits */
+    int64_t         g, panel;
+    const char     *c;
+} amx_pending;
+
+static void flush_pending(void *arg)
+{
+    amx_pending *pd = arg;
+    if (pd->rows) store_block(pd->t, pd->rows, pd->g, pd->panel, pd->c);
+    pd->rows = NULL;
+}
+
+/* Units [begin, end). Each block's C goes to one of two staging buffers in turn, and is
+ * written to y while the next block's products run on the tile unit. */
 static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
 {
     const amx_task *t = arg;
@@ -376,9 +408,13 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
     const int64_t kk_count = xconv__prod3(p->k_size);
     const int64_t chunk_blocks = t->nb * q->blocks;
     char *sl = t->ws + q->slots + (size_t)slot * q->slot_bytes;
-    char *c = sl;
-    const char **a = (const char **)(void *)(sl + 4096);
+    const char **a = (const char **)(void *)(sl + 8192);
     amx_thread th = {0, 0};
+    amx_pending pd = {.t = t, .rows = NULL};
+    amx_rows lists[2];
+    int list = 0;
+    const amx_sub *last_sb = NULL;
+    int64_t last_nl = -1, last_v0 = -1;
     for (int64_t unit = begin; unit < end; unit++) {
         const int64_t g = unit / (q->panels * chunk_blocks), r = unit % (q->panels * chunk_blocks);
         const int64_t c0 = r / (q->wide * chunk_blocks) * q->wide, r2 = r % (q->wide * chunk_blocks);
@@ -401,6 +437,7 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
             a[i] = image + (size_t)(tp->pos + v0) * q->row_bytes;
             bt[i] = wpanel + (size_t)tp->kk * q->tap_bytes;
         }
+        char *c = sl + (size_t)(unit & 1) * 4096;
         const amx_block_args k = {
             .ntaps = sb->ntaps,
             .ksteps = q->ksteps,
@@ -411,10 +448,20 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
             .c = c,
             .m0 = rows < 16 ? (int)rows : 16,
             .m1 = rows > 16 ? (int)rows - 16 : 0,
+            .between = flush_pending,
+            .between_arg = &pd,
         };
         xconv__amx_block(&th, q->kind, &k);
-        store_block(t, sb, t->n0 + nl, g, panel, v0, (int)rows, c);
+        /* the next panels of the same block reuse its list of live rows; a new block's list
+         * goes to the other buffer, as the previous one's may still wait in pd */
+        if (sb != last_sb || nl != last_nl || v0 != last_v0) {
+            list ^= 1;
+            block_rows(t, sb, t->n0 + nl, v0, (int)rows, &lists[list]);
+            last_sb = sb, last_nl = nl, last_v0 = v0;
+        }
+        pd.rows = &lists[list], pd.g = g, pd.panel = panel, pd.c = c;
     }
+    flush_pending(&pd);
     xconv__amx_release(&th);
 }
 

@@ -38,6 +38,8 @@ typedef struct amx_thread {
  * m0 (1..16) and m1 (0..16, > 0 only when m0 == 16) are the rows of the two halves that A is
  * read for: no byte of A past row m0 + m1 - 1 is read. Sums are exact products added in a
  * fixed order (bf16: f32 with denormals flushed; integers wrap modulo 2^32).
+ * between(between_arg), when set, runs after the products are issued and before C is
+ * stored: vector work there (the previous block's stores) overlaps the tile unit's.
  */
 typedef struct amx_block_args {
     int64_t            ntaps, ksteps;
@@ -47,6 +49,8 @@ typedef struct amx_block_args {
     const void        *init;
     void              *c;
     int                m0, m1;
+    void             (*between)(void *);
+    void              *between_arg;
 } amx_block_args;
 
 void xconv__amx_block(amx_thread *th, amx_kind kind, const amx_block_args *k);
@@ -138,8 +142,10 @@ void xconv__amx_scan_range(void *arg, int64_t begin, int64_t end, int slot);
  * bf16 (round to nearest even, NaN kept quiet) or f32; int32 sums as 8 or 32 bits. */
 typedef enum amx_store { AMX_STORE_GENERIC, AMX_STORE_BF16, AMX_STORE_B32, AMX_STORE_B8 } amx_store;
 
-/* rows rows of cnt (<= 32) values: row i of c to dst[i], dense. */
-void xconv__amx_store_rows(amx_store kind, const char *c, void *const *dst, int rows, int cnt);
+/* count rows of cnt (<= 32) values, dense: C row row[j] (at c + row[j] * 128) to
+ * base + off[j] bytes. */
+void xconv__amx_store_rows(amx_store kind, const char *c, char *base, const int64_t *off,
+                           const uint8_t *row, int count, int cnt);
 
 /* The smallest biased exponent among the nonzero bf16 values v[0..n), folded into emin. */
 int xconv__amx_bf16_emin(const uint16_t *v, int64_t n, int emin);

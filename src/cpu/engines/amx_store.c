@@ -9,35 +9,28 @@
 #if XCONV_X86
 #include <immintrin.h>
 
-#define AMX_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+#define AMX_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
-/* f32 bits to bf16 bits: round to nearest even; NaN stays NaN (quiet). */
-static inline AMX_AVX512 __m256i to_bf16(__m512 v)
-{
-    const __m512i b = _mm512_castps_si512(v);
-    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
-    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7fff)), lsb), 16);
-    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(b, 16), _mm512_set1_epi32(0x40));
-    return _mm512_cvtepi32_epi16(r);
-}
-
-AMX_AVX512 void xconv__amx_store_rows(amx_store kind, const char *c, void *const *dst, int rows,
-                                      int cnt)
+/* bf16 rounds to nearest even (vcvtne2ps2bf16); it flushes denormal sums to zero, which
+ * cpu.amx only runs where such sums stay within the accuracy bound (amx.c). */
+AMX_AVX512 void xconv__amx_store_rows(amx_store kind, const char *c, char *base, const int64_t *off,
+                                      const uint8_t *row, int count, int cnt)
 {
     const __mmask16 m0 = (__mmask16)(cnt >= 16 ? 0xffff : (1u << cnt) - 1);
     const __mmask16 m1 = (__mmask16)(cnt >= 32 ? 0xffff : cnt > 16 ? (1u << (cnt - 16)) - 1 : 0);
-    for (int i = 0; i < rows; i++, c += 128) {
-        char *d = dst[i];
+    const __mmask32 m32 = (__mmask32)(cnt >= 32 ? 0xffffffffu : (1u << cnt) - 1);
+    for (int j = 0; j < count; j++) {
+        const char *src = c + (size_t)row[j] * 128;
+        char *d = base + off[j];
         if (kind == AMX_STORE_BF16) {
-            _mm256_mask_storeu_epi16(d, m0, to_bf16(_mm512_loadu_ps(c)));
-            if (m1) _mm256_mask_storeu_epi16(d + 32, m1, to_bf16(_mm512_loadu_ps(c + 64)));
+            const __m512bh h = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + 64), _mm512_loadu_ps(src));
+            _mm512_mask_storeu_epi16(d, m32, (__m512i)h);
         } else if (kind == AMX_STORE_B32) {
-            _mm512_mask_storeu_epi32(d, m0, _mm512_loadu_si512(c));
-            if (m1) _mm512_mask_storeu_epi32(d + 64, m1, _mm512_loadu_si512(c + 64));
+            _mm512_mask_storeu_epi32(d, m0, _mm512_loadu_si512(src));
+            if (m1) _mm512_mask_storeu_epi32(d + 64, m1, _mm512_loadu_si512(src + 64));
         } else {
-            _mm_mask_storeu_epi8(d, m0, _mm512_cvtepi32_epi8(_mm512_loadu_si512(c)));
-            if (m1) _mm_mask_storeu_epi8(d + 16, m1, _mm512_cvtepi32_epi8(_mm512_loadu_si512(c + 64)));
+            _mm_mask_storeu_epi8(d, m0, _mm512_cvtepi32_epi8(_mm512_loadu_si512(src)));
+            if (m1) _mm_mask_storeu_epi8(d + 16, m1, _mm512_cvtepi32_epi8(_mm512_loadu_si512(src + 64)));
         }
     }
 }
@@ -68,9 +61,10 @@ AMX_AVX512 int xconv__amx_bf16_emin(const uint16_t *v, int64_t n, int emin)
 
 #else
 
-void xconv__amx_store_rows(amx_store kind, const char *c, void *const *dst, int rows, int cnt)
+void xconv__amx_store_rows(amx_store kind, const char *c, char *base, const int64_t *off,
+                           const uint8_t *row, int count, int cnt)
 {
-    (void)kind, (void)c, (void)dst, (void)rows, (void)cnt;
+    (void)kind, (void)c, (void)base, (void)off, (void)row, (void)count, (void)cnt;
 }
 
 int xconv__amx_bf16_emin(const uint16_t *v, int64_t n, int emin)

@@ -2,6 +2,7 @@
  * amx_tiles.c — cpu.amx's use of the AMX tile unit: whether this process may use it, the
  * tile configuration, and the one block kernel (amx.h has the contract).
  *
+ * Besides the tiles, cpu.amx needs AVX-512 F, BW, VL and BF16 for the stores around them.
  * Linux keeps AMX's 8 KiB of tile state off until a process asks for it with
  * arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA); a kernel that refuses (older than 5.16, or a
  * hypervisor without the state) leaves AMX unusable and cpu.amx unsupported, so the other
@@ -32,8 +33,10 @@ static bool amx_probe(void)
     unsigned a, b, c, d;
     __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(0));
     const bool tile = (d >> 24) & 1, bf16 = (d >> 22) & 1, int8 = (d >> 25) & 1;
+    __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(1));
+    const bool avx512_bf16 = (a >> 5) & 1; /* the stores' conversion (amx_store.c) */
     /* the conversions and stores around the tiles use AVX-512 */
-    if (!tile || !bf16 || !int8 || !__builtin_cpu_supports("avx512f") ||
+    if (!tile || !bf16 || !int8 || !avx512_bf16 || !__builtin_cpu_supports("avx512f") ||
         !__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vl"))
         return false;
     return syscall(SYS_arch_prctl, AMX_ARCH_REQ_XCOMP_PERM, AMX_XFEATURE_XTILEDATA) == 0;
@@ -126,6 +129,7 @@ amx_block_body(const amx_kind kind, const amx_block_args *k)
             }
         }
     }
+    if (k->between) k->between(k->between_arg);
     char *c = k->c;
     _tile_stored(0, c, 128);
     _tile_stored(1, c + 64, 128);
