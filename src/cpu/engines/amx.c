@@ -415,6 +415,7 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
     int list = 0;
     const amx_sub *last_sb = NULL;
     int64_t last_nl = -1, last_v0 = -1;
+    int emin = 255;
     for (int64_t unit = begin; unit < end; unit++) {
         const int64_t g = unit / (q->panels * chunk_blocks), r = unit % (q->panels * chunk_blocks);
         const int64_t c0 = r / (q->wide * chunk_blocks) * q->wide, r2 = r % (q->wide * chunk_blocks);
@@ -430,6 +431,12 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
                                                     (int64_t)q->es
                       : t->ws + q->xbuf + (size_t)nl * (size_t)q->image * q->row_bytes +
                             (size_t)(g * q->cp * q->es);
+        /* x read in place: the rows this block reads, once per block (its range's first
+         * panel), for the exponent check */
+        if (t->scan && panel == c0)
+            for (int64_t pos = v0 + t->pos_lo; pos <= v0 + rows - 1 + t->pos_hi; pos++)
+                emin = xconv__amx_bf16_emin((const uint16_t *)(const void *)(image + (size_t)pos * q->row_bytes),
+                                            p->cin_g, emin);
         const char *wpanel = t->blob + AMX_BLOB_HEADER + (size_t)(gp * kk_count) * q->tap_bytes;
         const char **bt = a + sb->ntaps;
         for (int64_t i = 0; i < sb->ntaps; i++) {
@@ -463,6 +470,7 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
     }
     flush_pending(&pd);
     xconv__amx_release(&th);
+    if (emin < t->emin[slot]) t->emin[slot] = emin;
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -476,11 +484,13 @@ static int fold_emin(const int *emin, int count)
     return m;
 }
 
-/* The bias as each panel's initial C rows: 16 copies of its 32 values. */
-static void bias_tiles(const xconv_exec *e, const amx_geom *q, char *dst)
+/* The bias as each panel's initial C rows: 16 copies of its 32 values. Returns whether a
+ * float bias value is an f32 denormal. */
+static bool bias_tiles(const xconv_exec *e, const amx_geom *q, char *dst)
 {
     const xconv_canon *p = e->p;
     const int64_t bes = (int64_t)xconv_dtype_size(p->bias_dtype);
+    bool tiny = false;
     for (int64_t g = 0; g < p->groups; g++)
         for (int64_t panel = 0; panel < q->panels; panel++) {
             char *tile = dst + (size_t)(g * q->panels + panel) * 2048;
@@ -490,7 +500,13 @@ static void bias_tiles(const xconv_exec *e, const amx_geom *q, char *dst)
             xconv__load_row(p->ct, p->bias_dtype, (const char *)e->bias + (p->b_off + o0 * p->b_s) * bes,
                             p->b_s, tile, cnt);
             for (int r = 1; r < 16; r++) memcpy(tile + r * 128, tile, 128);
+            for (int64_t i = 0; i < cnt && p->ct == XCONV_CT_F32; i++) {
+                uint32_t b;
+                memcpy(&b, tile + i * 4, 4);
+                tiny |= (b & 0x7f800000u) == 0 && (b & 0x7fffffu) != 0;
+            }
         }
+    return tiny;
 }
 
 static xconv_status amx_run(const xconv_exec *e, xconv_error *err)
@@ -509,15 +525,17 @@ static xconv_status amx_run(const xconv_exec *e, xconv_error *err)
     const bool scan = q.kind == AMX_BF16 && p->x_dtype == XCONV_DTYPE_BF16;
     const int threads = xconv_context_threads(e->ctx);
 
-    if (scan && q.direct) {
-        t.n0 = 0;
-        xconv__parallel_for_slot(e->ctx, p->n * p->x_size[0] * p->x_size[1], xconv__amx_scan_range, &t);
-        if (fold_emin(emin, threads) + w_emin < AMX_SAFE_EMIN) goto fallback;
-    }
-    if (p->has_bias) bias_tiles(e, &q, ws + q.bias);
+    /* a bias in the denormal range would be flushed from the tiles' initial value */
+    if (p->has_bias && bias_tiles(e, &q, ws + q.bias) && scan) goto fallback;
     amx_tap *taps = (amx_tap *)(void *)(ws + q.taps);
     amx_subs(p, &q, taps);
     t.taps = taps;
+    t.scan = scan && q.direct;
+    t.pos_lo = t.pos_hi = taps[0].pos;
+    for (int64_t i = 0; i < q.ntaps; i++) {
+        t.pos_lo = taps[i].pos < t.pos_lo ? taps[i].pos : t.pos_lo;
+        t.pos_hi = taps[i].pos > t.pos_hi ? taps[i].pos : t.pos_hi;
+    }
     for (int64_t n0 = 0; n0 < p->n; n0 += q.chunk_n) {
         t.n0 = n0;
         t.nb = p->n - n0 < q.chunk_n ? p->n - n0 : q.chunk_n;
@@ -529,6 +547,9 @@ static xconv_status amx_run(const xconv_exec *e, xconv_error *err)
             if (scan && fold_emin(emin, threads) + w_emin < AMX_SAFE_EMIN) goto fallback;
         }
         xconv__parallel_for_slot(e->ctx, p->groups * q.panels * t.nb * q.blocks, compute_range, &t);
+        /* x read in place was scanned block by block as it was used: the f32 way then
+         * rewrites every y element */
+        if (t.scan && fold_emin(emin, threads) + w_emin < AMX_SAFE_EMIN) goto fallback;
     }
     (void)err;
     return XCONV_STATUS_OK;

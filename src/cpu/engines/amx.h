@@ -118,6 +118,8 @@ typedef struct amx_task {
     const amx_tap    *taps;
     int64_t           n0, nb;       /* the chunk of images */
     int              *emin;         /* per slot: the smallest exponent of a nonzero bf16 x */
+    bool              scan;         /* x read in place is scanned by the blocks */
+    int64_t           pos_lo, pos_hi; /* the taps' smallest and largest A row offsets */
 } amx_task;
 
 /* Packs the weights' items [begin, end) (item = (g, panel, tap)) into blob + AMX_BLOB_HEADER,
@@ -132,11 +134,6 @@ void xconv__amx_pack_all(xconv_context *ctx, amx_task *t);
  * positions; bf16 x's smallest exponent into emin[slot]. */
 void xconv__amx_copy_range(void *arg, int64_t begin, int64_t end, int slot);
 
-/* The smallest exponent of x's nonzero bf16 values (x read in place): items are (image,
- * x0, x1) rows. */
-void xconv__amx_scan_range(void *arg, int64_t begin, int64_t end, int slot);
-
-#endif
 
 /* y written from a block's C rows (128 bytes apart) by AVX-512 (amx_store.c): f32 sums as
  * bf16 (round to nearest even, NaN kept quiet) or f32; int32 sums as 8 or 32 bits. */
@@ -149,3 +146,5 @@ void xconv__amx_store_rows(amx_store kind, const char *c, char *base, const int6
 
 /* The smallest biased exponent among the nonzero bf16 values v[0..n), folded into emin. */
 int xconv__amx_bf16_emin(const uint16_t *v, int64_t n, int emin);
+
+#endif

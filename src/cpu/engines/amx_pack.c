@@ -135,20 +135,3 @@ void xconv__amx_copy_range(void *arg, int64_t begin, int64_t end, int slot)
     }
     if (emin < t->emin[slot]) t->emin[slot] = emin;
 }
-
-void xconv__amx_scan_range(void *arg, int64_t begin, int64_t end, int slot)
-{
-    const amx_task *t = arg;
-    const xconv_canon *p = t->e->p;
-    int emin = 255;
-    for (int64_t item = begin; item < end; item++) {
-        const int64_t x1 = item % p->x_size[1], x0 = item / p->x_size[1] % p->x_size[0];
-        const int64_t n = item / p->x_size[1] / p->x_size[0];
-        for (int64_t x2 = 0; x2 < p->x_size[2]; x2++) {
-            const uint16_t *v = (const uint16_t *)t->e->x + p->x_off + (t->n0 + n) * p->x_sn +
-                                x0 * p->x_ss[0] + x1 * p->x_ss[1] + x2 * p->x_ss[2];
-            emin = xconv__amx_bf16_emin(v, p->cin, emin);
-        }
-    }
-    if (emin < t->emin[slot]) t->emin[slot] = emin;
-}
