@@ -11,11 +11,14 @@
  *     (padded with zeros in the copy), strided, dilated and padded convs in 1, 2 and 3 dims
  *     (stride planes), groups, and conv_transpose with every phase shape (taps per phase
  *     that differ, phases that no tap reaches, padding larger than the kernel);
+ *   - row mode (few channels: a kernel row's K2 * cin values form one reduction run read
+ *     across x's pixels), whose zero weights past the run must not meet an Inf or NaN x;
  *   - both conventions and the dense, dense-innermost-rows and fully strided views;
  *   - 1, 2 and 3 threads, which must give the same bits; no byte outside y's elements
  *     written.
  * bf16 inputs in the denormal range (which AMX flushes) must still meet the tolerance: the
  * engine sends them to the f32 kernels, checked with values scaled down to 2^-120.
+ * Row mode's Inf and NaN inputs are checked the same way.
  * A CPU or OS without AMX makes cpu.amx unsupported: the test then checks that forcing it
  * fails with a clear message and that the planner never picks it.
  */
@@ -41,6 +44,10 @@ static const table_case CASES[] = {
      CV, 2, 1, 70, 15, 1, {9, 8}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {0}},
     {"conv2d stride 2 dilation 2 asymmetric padding, 3 channels, 1 out",
      CV, 2, 2, 3, 1, 1, {9, 8}, {3, 2}, {2, 2}, {2, 1}, {1, 0}, {2, 1}, {0}},
+    {"conv2d 7x7 stride 2 pad 3 over 3 channels (row mode: kernel rows in the reduction)",
+     CV, 2, 1, 3, 40, 1, {20, 18}, {7, 7}, {2, 2}, {1, 1}, {3, 3}, {3, 2}, {0}},
+    {"conv1d k4 stride 3 over 5 channels, 2 images (row mode, rows past the step)",
+     CV, 1, 2, 5, 17, 1, {40}, {4}, {3}, {1}, {1}, {2}, {0}},
     {"conv1d k5 over 130 channels, 300 positions: many blocks",
      CV, 1, 1, 130, 20, 1, {300}, {5}, {1}, {1}, {2}, {2}, {0}},
     {"conv1d k3 stride 3, 1 position",
@@ -157,6 +164,52 @@ static void check_tiny(void)
     }
 }
 
+/* Row mode with an Inf and a NaN in x (and once in w): the outputs they reach are Inf or
+ * NaN as in cpu.ref, and no other output may turn NaN through the zero weights past a
+ * kernel row's run (cpu.amx hands such x to the f32 kernels). Both layouts, bf16 and e5m2. */
+static void check_nonfinite(void)
+{
+    const xconv_dtype dts[2] = {XCONV_DTYPE_BF16, XCONV_DTYPE_F8E5M2};
+    for (int k = 0; k < 4; k++) {
+        tu_problem p;
+        memset(&p, 0, sizeof p);
+        CASE_GEOMETRY(&p, &CASES[6]);
+        p.layout = k & 1 ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST;
+        p.xdt = dts[k >> 1], p.ydt = XCONV_DTYPE_F32, p.has_bias = true;
+        tu_problem_finish(&p);
+        int64_t xs[XCONV_MAX_RANK], ws[XCONV_MAX_RANK], bs[1], ys[XCONV_MAX_RANK];
+        tu_shapes(&p, xs, ws, bs, ys);
+        const int rank = p.d + 2;
+        xconv_tensor x = make_view(p.xdt, rank, xs, V_DENSE, 0, false);
+        xconv_tensor w = make_view(p.xdt, rank, ws, V_DENSE, 0, false);
+        xconv_tensor b = make_view(p.ydt, 1, bs, V_DENSE, 0, false);
+        xconv_tensor yr = make_view(p.ydt, rank, ys, V_DENSE, 0, true);
+        xconv_tensor y = make_view(p.ydt, rank, ys, V_DENSE, 0, true);
+        tu_rng r = {0xf1a7 + (uint64_t)k};
+        fill_all(&x, &r), fill_all(&w, &r), fill_all(&b, &r);
+        const int64_t nx = tu_numel(rank, xs);
+        tu_store(p.xdt, x.data, nx / 3, (tu_val){0, INFINITY, 0.0});
+        tu_store(p.xdt, x.data, 2 * nx / 3, (tu_val){0, NAN, 0.0});
+        if (k == 3) tu_store(p.xdt, w.data, 5, (tu_val){0, -INFINITY, 0.0});
+        xconv_error err;
+        const char *used = NULL;
+        xconv_status st = tu_conv(CTX[2], &p, &x, &w, &b, &yr, "cpu.ref", &used, &err);
+        XT_CHECK(st == XCONV_STATUS_OK, "non-finite [cpu.ref]: %s", err.description);
+        st = tu_conv(CTX[2], &p, &x, &w, &b, &y, "cpu.amx", &used, &err);
+        XT_CHECK(st == XCONV_STATUS_OK, "non-finite [cpu.amx]: %s", err.description);
+        tu_val *exact = malloc(sizeof(tu_val) * (size_t)tu_ycount(&p));
+        double *mag = malloc(sizeof(double) * (size_t)tu_ycount(&p));
+        tu_ref_conv(&p, &x, &w, &b, exact, mag);
+        char label[200];
+        snprintf(label, sizeof label, "Inf and NaN in x%s, %s, %s", k == 3 ? " and w" : "",
+                 tu_info(p.xdt)->name, k & 1 ? "channels_last" : "channels_first");
+        const int64_t bad = compare_outputs(&p, &y, &yr, mag, label);
+        XT_CHECK(bad == 0, "%s: %" PRId64 " elements differ from cpu.ref", label, bad);
+        free(exact), free(mag);
+        free(x.data), free(w.data), free(b.data), free(yr.data), free(y.data);
+    }
+}
+
 int main(void)
 {
     for (int t = 1; t <= 3; t++) {
@@ -171,6 +224,7 @@ int main(void)
         check_engine_table(CTX, "cpu.amx", CASES, NCASES, PAIRS, NPAIRS, table_view, TV_NAMES,
                            TV_COUNT, 0, &r);
         check_tiny();
+        check_nonfinite();
     }
     for (int t = 1; t <= 3; t++) xconv_context_destroy(CTX[t]);
     return xt_finish("test_amx");

@@ -105,9 +105,11 @@ static void amx_subs(const xconv_canon *p, amx_geom *q, amx_tap *taps)
         amx_sub *sb = &q->sub[q->nsub++];
         for (int d = 0; d < 3; d++) sb->r[d] = 0, sb->step[d] = 1, sb->m[d] = p->y_size[d];
         sb->tap0 = 0;
+        /* row mode: a tap per kernel row, its K2 taps inside the reduction */
+        const int64_t K2t = q->row ? 1 : K2;
         for (int64_t k0 = 0; k0 < p->k_size[0]; k0++)
             for (int64_t k1 = 0; k1 < K1; k1++)
-                for (int64_t k2 = 0; k2 < K2; k2++, count++) {
+                for (int64_t k2 = 0; k2 < K2t; k2++, count++) {
                     if (!taps) continue;
                     const int64_t k[3] = {k0, k1, k2};
                     int64_t plane = 0, off = 0;
@@ -116,7 +118,7 @@ static void amx_subs(const xconv_canon *p, amx_geom *q, amx_tap *taps)
                         plane = plane * q->ph[d] + kt % q->ph[d];
                         off = off * q->q[d] + kt / q->ph[d];
                     }
-                    taps[count].kk = (k0 * K1 + k1) * K2 + k2;
+                    taps[count].kk = (k0 * K1 + k1) * K2t + k2;
                     taps[count].pos = plane * q->plane + off;
                 }
         sb->ntaps = count;
@@ -219,9 +221,15 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q)
     q->es = kind == AMX_BF16 ? 2 : 1;
     q->kstep = 64 / q->es;
     q->cp = (p->cin_g + q->kstep - 1) / q->kstep * q->kstep;
-    q->ksteps = q->cp / q->kstep;
     q->panels = (p->cout_g + 31) / 32;
     q->direct = direct_x(p, q);
+    /* row mode where it pads far less: K2 * cin against cin, each up to a whole step */
+    const int64_t run = p->k_size[2] * p->cin_g, run_p = (run + q->kstep - 1) / q->kstep * q->kstep;
+    q->row = !tr && !q->direct && p->groups == 1 && p->dil[2] == 1 && p->k_size[2] > 1 &&
+             (double)run_p / (double)run < 0.75 * (double)q->cp / (double)p->cin_g;
+    if (q->row) q->cp = run_p;
+    q->ksteps = q->cp / q->kstep;
+    q->wtaps = q->row ? p->k_size[0] * p->k_size[1] : xconv__prod3(p->k_size);
     const size_t xes = xconv_dtype_size(p->x_dtype);
     if (tr) {
         tr_extent(p, q);
@@ -233,14 +241,17 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q)
             q->ph[d] = p->stride[d], q->lo[d] = p->pad_lo[d];
             q->q[d] = (span + p->stride[d] - 1) / p->stride[d];
         }
+        if (q->row) q->ph[2] = 1; /* rows of q2 * s2 pixels; A rows start s2 pixels apart */
     }
     q->plane = xconv__prod3(q->q);
     q->image = q->plane * xconv__prod3(q->ph);
-    q->row_bytes = q->direct ? (size_t)p->x_ss[2] * xes : (size_t)(p->groups * q->cp * q->es);
+    q->row_bytes = q->direct ? (size_t)p->x_ss[2] * xes
+                   : q->row  ? (size_t)(p->stride[2] * p->cin * q->es)
+                             : (size_t)(p->groups * q->cp * q->es);
     amx_subs(p, q, NULL);
     q->tap_bytes = (size_t)q->ksteps * 2048;
     {
-        const double panel_bytes = (double)q->tap_bytes * (double)xconv__prod3(p->k_size);
+        const double panel_bytes = (double)q->tap_bytes * (double)q->wtaps;
         const int64_t wide = (int64_t)((double)AMX_L2_WEIGHTS / panel_bytes);
         q->wide = wide < 1 ? 1 : wide > q->panels ? q->panels : wide;
     }
@@ -256,8 +267,8 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q)
     }
 
     /* the workspace: blob (unless prepacked), bias tiles, tap table, the copy of x, slots */
-    const size_t blob = AMX_BLOB_HEADER + (size_t)(p->groups * q->panels) *
-                                              (size_t)xconv__prod3(p->k_size) * q->tap_bytes;
+    const size_t blob =
+        AMX_BLOB_HEADER + (size_t)(p->groups * q->panels) * (size_t)q->wtaps * q->tap_bytes;
     q->blob = blob;
     size_t off = p->prepacked ? 0 : align64(blob);
     q->bias = off;
@@ -270,7 +281,8 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q)
         const double image_bytes = (double)q->image * (double)q->row_bytes;
         int64_t chunk = (int64_t)((double)AMX_XBUF_BYTES / image_bytes);
         q->chunk_n = chunk < 1 ? 1 : chunk > p->n ? (p->n > 0 ? p->n : 1) : chunk;
-        off += align64((size_t)((double)q->chunk_n * image_bytes));
+        /* row mode: the last row's A reads up to a step past its pixels */
+        off += align64((size_t)((double)q->chunk_n * image_bytes) + (size_t)(q->kstep * q->es));
     } else {
         q->chunk_n = p->n > 0 ? p->n : 1;
     }
@@ -321,11 +333,13 @@ static double amx_cost(const xconv_canon *p)
     amx_geom q;
     amx_geom_of(p, &q);
     if (!q.ok) return 1e300;
-    double real = (double)xconv__prod3(p->y_size), virt = (double)q.blocks * 32.0;
-    double waste = (double)q.cp / (double)p->cin_g *
-                   ((double)q.panels * 32.0 / (double)p->cout_g) * (virt > real ? virt / real : 1.0);
-    double rate = q.kind == AMX_BF16 ? 0.012 : 0.008;
-    double moved = q.direct ? 0.0 : (double)p->n * (double)q.image * (double)(p->groups * q.cp);
+    const double real = (double)xconv__prod3(p->y_size), virt = (double)q.blocks * 32.0;
+    const double red = (double)p->cin_g * (q.row ? (double)p->k_size[2] : 1.0);
+    const double waste = (double)q.cp / red * ((double)q.panels * 32.0 / (double)p->cout_g) *
+                         (virt > real ? virt / real : 1.0);
+    const double rate = q.kind == AMX_BF16 ? 0.012 : 0.008;
+    const double moved =
+        q.direct ? 0.0 : (double)p->n * (double)q.image * (double)q.row_bytes / (double)q.es;
     return p->flops * rate * waste + 2.0 * moved + 2e4;
 }
 
@@ -405,7 +419,7 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
     const amx_task *t = arg;
     const amx_geom *q = t->q;
     const xconv_canon *p = t->e->p;
-    const int64_t kk_count = xconv__prod3(p->k_size);
+    const int64_t kk_count = q->wtaps;
     const int64_t chunk_blocks = t->nb * q->blocks;
     char *sl = t->ws + q->slots + (size_t)slot * q->slot_bytes;
     const char **a = (const char **)(void *)(sl + 8192);
@@ -415,7 +429,7 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
     int list = 0;
     const amx_sub *last_sb = NULL;
     int64_t last_nl = -1, last_v0 = -1;
-    int emin = 255;
+    int emin = 255, emax = 0;
     for (int64_t unit = begin; unit < end; unit++) {
         const int64_t g = unit / (q->panels * chunk_blocks), r = unit % (q->panels * chunk_blocks);
         const int64_t c0 = r / (q->wide * chunk_blocks) * q->wide, r2 = r % (q->wide * chunk_blocks);
@@ -433,10 +447,15 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
                             (size_t)(g * q->cp * q->es);
         /* x read in place: the rows this block reads, once per block (its range's first
          * panel), for the exponent check */
-        if (t->scan && panel == c0)
-            for (int64_t pos = v0 + t->pos_lo; pos <= v0 + rows - 1 + t->pos_hi; pos++)
-                emin = xconv__amx_bf16_emin((const uint16_t *)(const void *)(image + (size_t)pos * q->row_bytes),
-                                            p->cin_g, emin);
+        if (t->scan && panel == c0) {
+            const int64_t first = v0 + t->pos_lo, last = v0 + rows - 1 + t->pos_hi;
+            const uint16_t *v = (const uint16_t *)(const void *)(image + (size_t)first * q->row_bytes);
+            if (q->row_bytes == (size_t)p->cin_g * 2) /* dense: one span */
+                xconv__amx_bf16_scan(v, (last - first + 1) * p->cin_g, &emin, &emax);
+            else
+                for (int64_t pos = first; pos <= last; pos++, v += q->row_bytes / 2)
+                    xconv__amx_bf16_scan(v, p->cin_g, &emin, &emax);
+        }
         const char *wpanel = t->blob + AMX_BLOB_HEADER + (size_t)(gp * kk_count) * q->tap_bytes;
         const char **bt = a + sb->ntaps;
         for (int64_t i = 0; i < sb->ntaps; i++) {
@@ -515,9 +534,9 @@ static xconv_status amx_run(const xconv_exec *e, xconv_error *err)
     amx_geom q;
     amx_geom_of(p, &q);
     char *ws = e->workspace;
-    int emin[256];
-    for (int i = 0; i < 256; i++) emin[i] = 255;
-    amx_task t = {.e = e, .q = &q, .ws = ws, .emin = emin,
+    int emin[256], emax[256];
+    for (int i = 0; i < 256; i++) emin[i] = 255, emax[i] = 0;
+    amx_task t = {.e = e, .q = &q, .ws = ws, .emin = emin, .emax = emax,
                   .blob = p->prepacked ? (const char *)e->packed : ws};
     if (!p->prepacked) xconv__amx_pack_all(e->ctx, &t);
     int w_emin;
@@ -542,9 +561,14 @@ static xconv_status amx_run(const xconv_exec *e, xconv_error *err)
         if (!q.direct) {
             xconv__parallel_for_slot(e->ctx, t.nb * xconv__prod3(q.ph) * q.q[0] * q.q[1],
                                      xconv__amx_copy_range, &t);
+            memset(ws + q.xbuf + (size_t)t.nb * (size_t)q.image * q.row_bytes, 0, (size_t)(q.kstep * q.es));
             /* x reached bf16's denormal range: the whole problem goes the f32 way (it
              * rewrites every y element the chunks before may have written) */
             if (scan && fold_emin(emin, threads) + w_emin < AMX_SAFE_EMIN) goto fallback;
+            /* row mode: an Inf or NaN in x would meet the zero weights past the reduction */
+            if (q.row && q.kind == AMX_BF16)
+                for (int i = 0; i < threads; i++)
+                    if (emax[i] == 255) goto fallback;
         }
         xconv__parallel_for_slot(e->ctx, p->groups * q.panels * t.nb * q.blocks, compute_range, &t);
         /* x read in place was scanned block by block as it was used: the f32 way then

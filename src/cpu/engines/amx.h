@@ -12,6 +12,14 @@
  * outputs are consecutive positions of one plane. Outputs are numbered over the plane's grid
  * (virtual rows v = (u0 * q1 + u1) * q2 + u2); rows whose u falls outside the output are
  * computed and dropped, a few percent for padded layers.
+ *
+ * Row mode, for convs with few channels (a network's first layer, 3 of them): padding each
+ * position's channels to a tile step would multiply the work (3 -> 32). Instead the copy
+ * keeps x's rows whole (zero-padded, q2 * s2 pixels of cin values per row) and A's row for
+ * output u2 starts at pixel u2 * s2: its reduction is the K2 * cin values of one kernel row,
+ * read straight across pixels (rows of A overlap in memory; lda = s2 * cin values). The
+ * values past K2 * cin up to the tile step meet zero weights: exact for integers, and for
+ * floats while x is finite (0 * Inf would be NaN), which the copy checks.
  */
 #ifndef XCONV_CPU_ENGINES_AMX_H
 #define XCONV_CPU_ENGINES_AMX_H
@@ -83,6 +91,8 @@ typedef struct amx_geom {
     int         es;         /* bytes per A or B value: 2 or 1 */
     int         kstep;      /* reduction values per tile step: 32 or 64 */
     bool        direct;     /* A reads x in place (no copy) */
+    bool        row;        /* conv with few channels: the innermost kernel dim joins the
+                             * reduction (below) */
     int64_t     cp;         /* channels per group as laid out for A: a multiple of kstep */
     int64_t     ksteps;     /* steps per tap */
     int64_t     panels;     /* 32-channel panels per group */
@@ -90,6 +100,7 @@ typedef struct amx_geom {
     /* the copy of x: per image, ph[0]*ph[1]*ph[2] planes of q[0] x q[1] x q[2] positions of
      * groups * cp values; plane (p0, p1, p2) index u holds x[u * ph + p - lo] per dim */
     int64_t     ph[3], q[3], lo[3];
+    int64_t     wtaps;      /* taps of the packed weights: the kernel's, or its K0 x K1 rows */
     int64_t     plane, image;  /* positions per plane and per image */
     size_t      row_bytes;     /* bytes from one position to the next (A's lda) */
     int64_t     nsub, ntaps;
@@ -117,7 +128,8 @@ typedef struct amx_task {
     char             *ws;
     const amx_tap    *taps;
     int64_t           n0, nb;       /* the chunk of images */
-    int              *emin;         /* per slot: the smallest exponent of a nonzero bf16 x */
+    int              *emin, *emax;  /* per slot: x's smallest exponent of a nonzero bf16 value
+                                     * and largest exponent (xconv__amx_bf16_scan) */
     bool              scan;         /* x read in place is scanned by the blocks */
     int64_t           pos_lo, pos_hi; /* the taps' smallest and largest A row offsets */
 } amx_task;
@@ -144,7 +156,8 @@ typedef enum amx_store { AMX_STORE_GENERIC, AMX_STORE_BF16, AMX_STORE_B32, AMX_S
 void xconv__amx_store_rows(amx_store kind, const char *c, char *base, const int64_t *off,
                            const uint8_t *row, int count, int cnt);
 
-/* The smallest biased exponent among the nonzero bf16 values v[0..n), folded into emin. */
-int xconv__amx_bf16_emin(const uint16_t *v, int64_t n, int emin);
+/* Folds into *emin the smallest biased exponent among the nonzero bf16 values v[0..n), and
+ * into *emax the largest (255: an Inf or NaN). */
+void xconv__amx_bf16_scan(const uint16_t *v, int64_t n, int *emin, int *emax);
 
 #endif

@@ -43,40 +43,43 @@ void xconv__amx_pack_range(void *arg, int64_t begin, int64_t end, int slot)
     const xconv_canon *p = t->e->p;
     const size_t xes = xconv_dtype_size(p->x_dtype);
     const int per = 64 / 16 / q->es; /* values per column of a B row: 2 or 4 */
-    const int64_t kk_count = xconv__prod3(p->k_size);
     _Alignas(64) char vals[4096];
-    int emin = 255;
+    int emin = 255, emax = 0;
+    /* row mode: a tap is a kernel row (k0, k1), its reduction index k2 * cin + c */
+    const int64_t folded = q->row ? p->k_size[2] : 1;
     for (int64_t item = begin; item < end; item++) {
-        const int64_t kk = item % kk_count, gp = item / kk_count;
+        const int64_t kk = item % q->wtaps, gp = item / q->wtaps;
         const int64_t g = gp / q->panels, panel = gp % q->panels;
-        const int64_t k2 = kk % p->k_size[2], k1 = kk / p->k_size[2] % p->k_size[1],
-                      k0 = kk / p->k_size[2] / p->k_size[1];
+        const int64_t kin = q->row ? 1 : p->k_size[2];
+        const int64_t k2t = kk % kin, k1 = kk / kin % p->k_size[1], k0 = kk / kin / p->k_size[1];
         char *dst = (char *)t->blob + AMX_BLOB_HEADER + (size_t)item * q->tap_bytes;
         memset(dst, 0, q->tap_bytes);
         for (int64_t oo = 0; oo < 32; oo++) {
             const int64_t o = panel * 32 + oo;
             if (o >= p->cout_g) break;
-            const char *w = (const char *)t->e->w +
-                            (p->w_off + g * p->w_sg + o * p->w_so + k0 * p->w_sk[0] +
-                             k1 * p->w_sk[1] + k2 * p->w_sk[2]) * (int64_t)xes;
             const int64_t j = oo / 16, n = oo % 16;
-            for (int64_t i0 = 0; i0 < p->cin_g; i0 += (int64_t)sizeof vals / 2) {
-                const int64_t c = p->cin_g - i0 < (int64_t)sizeof vals / 2 ? p->cin_g - i0
-                                                                           : (int64_t)sizeof vals / 2;
-                take_values(p->x_dtype, w + i0 * p->w_si * (int64_t)xes, p->w_si, vals, c);
-                if (q->kind == AMX_BF16 && p->x_dtype == XCONV_DTYPE_BF16)
-                    emin = xconv__amx_bf16_emin((const uint16_t *)(const void *)vals, c, emin);
-                for (int64_t ii = 0; ii < c; ii++) {
-                    const int64_t i = i0 + ii, s = i / q->kstep, rem = i % q->kstep;
-                    const int64_t r = rem / per, e = rem % per;
-                    memcpy(dst + s * 2048 + j * 1024 + r * 64 + (n * per + e) * q->es,
-                           vals + ii * q->es, (size_t)q->es);
+            for (int64_t f = 0; f < folded; f++) {
+                const int64_t k2 = q->row ? f : k2t;
+                const char *w = (const char *)t->e->w +
+                                (p->w_off + g * p->w_sg + o * p->w_so + k0 * p->w_sk[0] +
+                                 k1 * p->w_sk[1] + k2 * p->w_sk[2]) * (int64_t)xes;
+                for (int64_t i0 = 0; i0 < p->cin_g; i0 += (int64_t)sizeof vals / 2) {
+                    const int64_t c = p->cin_g - i0 < (int64_t)sizeof vals / 2 ? p->cin_g - i0
+                                                                               : (int64_t)sizeof vals / 2;
+                    take_values(p->x_dtype, w + i0 * p->w_si * (int64_t)xes, p->w_si, vals, c);
+                    if (q->kind == AMX_BF16 && p->x_dtype == XCONV_DTYPE_BF16)
+                        xconv__amx_bf16_scan((const uint16_t *)(const void *)vals, c, &emin, &emax);
+                    for (int64_t ii = 0; ii < c; ii++) {
+                        const int64_t i = f * p->cin_g + i0 + ii, s = i / q->kstep, rem = i % q->kstep;
+                        const int64_t r = rem / per, e = rem % per;
+                        memcpy(dst + s * 2048 + j * 1024 + r * 64 + (n * per + e) * q->es,
+                               vals + ii * q->es, (size_t)q->es);
+                    }
                 }
             }
         }
     }
-    int *slot_emin = (int *)t->emin;
-    if (emin < slot_emin[slot]) slot_emin[slot] = emin;
+    if (emin < t->emin[slot]) t->emin[slot] = emin;
 }
 
 void xconv__amx_pack_all(xconv_context *ctx, amx_task *t)
@@ -86,12 +89,35 @@ void xconv__amx_pack_all(xconv_context *ctx, amx_task *t)
     for (int i = 0; i < 256; i++) emin[i] = 255;
     int *saved = t->emin;
     t->emin = emin;
-    xconv__parallel_for_slot(ctx, p->groups * t->q->panels * xconv__prod3(p->k_size),
-                             xconv__amx_pack_range, t);
+    xconv__parallel_for_slot(ctx, p->groups * t->q->panels * t->q->wtaps, xconv__amx_pack_range, t);
     t->emin = saved;
     int m = 255;
     for (int i = 0; i < 256; i++) m = emin[i] < m ? emin[i] : m;
     memcpy((char *)t->blob, &m, sizeof m);
+}
+
+/* Row mode: x's row (x0, x1) of the image as q2 * s2 zero-padded pixels of cin values. */
+static void copy_row(const amx_task *t, int64_t n, int64_t x0, int64_t x1, char *dst, int *emin,
+                     int *emax)
+{
+    const amx_geom *q = t->q;
+    const xconv_canon *p = t->e->p;
+    const size_t xes = xconv_dtype_size(p->x_dtype);
+    const int64_t pix = q->q[2] * p->stride[2], cin = p->cin;
+    memset(dst, 0, (size_t)(pix * cin * q->es));
+    const char *src = (const char *)t->e->x +
+                      (p->x_off + n * p->x_sn + x0 * p->x_ss[0] + x1 * p->x_ss[1]) * (int64_t)xes;
+    char *d = dst + q->lo[2] * cin * q->es;
+    if (p->x_sc == 1 && p->x_ss[2] == cin) {
+        take_values(p->x_dtype, src, 1, d, p->x_size[2] * cin);
+    } else {
+        for (int64_t x2 = 0; x2 < p->x_size[2]; x2++)
+            for (int64_t c = 0; c < cin; c++)
+                take_values(p->x_dtype, src + (x2 * p->x_ss[2] + c * p->x_sc) * (int64_t)xes, 1,
+                            d + (x2 * cin + c) * q->es, 1);
+    }
+    if (q->kind == AMX_BF16)
+        xconv__amx_bf16_scan((const uint16_t *)(const void *)d, p->x_size[2] * cin, emin, emax);
 }
 
 void xconv__amx_copy_range(void *arg, int64_t begin, int64_t end, int slot)
@@ -102,7 +128,7 @@ void xconv__amx_copy_range(void *arg, int64_t begin, int64_t end, int slot)
     const size_t xes = xconv_dtype_size(p->x_dtype);
     const int64_t planes = q->ph[0] * q->ph[1] * q->ph[2];
     const bool scan = q->kind == AMX_BF16 && p->x_dtype == XCONV_DTYPE_BF16;
-    int emin = 255;
+    int emin = 255, emax = 0;
     for (int64_t item = begin; item < end; item++) {
         const int64_t u1 = item % q->q[1], u0 = item / q->q[1] % q->q[0];
         const int64_t pi = item / q->q[1] / q->q[0] % planes, nl = item / q->q[1] / q->q[0] / planes;
@@ -113,6 +139,10 @@ void xconv__amx_copy_range(void *arg, int64_t begin, int64_t end, int slot)
         const int64_t x0 = u0 * q->ph[0] + p0 - q->lo[0], x1 = u1 * q->ph[1] + p1 - q->lo[1];
         if (x0 < 0 || x0 >= p->x_size[0] || x1 < 0 || x1 >= p->x_size[1]) {
             memset(dst, 0, (size_t)q->q[2] * q->row_bytes);
+            continue;
+        }
+        if (q->row) {
+            copy_row(t, t->n0 + nl, x0, x1, dst, &emin, &emax);
             continue;
         }
         for (int64_t u2 = 0; u2 < q->q[2]; u2++, dst += q->row_bytes) {
@@ -128,10 +158,11 @@ void xconv__amx_copy_range(void *arg, int64_t begin, int64_t end, int slot)
                 char *d = dst + (size_t)(g * q->cp * q->es);
                 take_values(p->x_dtype, src + g * p->cin_g * p->x_sc * (int64_t)xes, p->x_sc, d,
                             p->cin_g);
-                if (scan) emin = xconv__amx_bf16_emin((const uint16_t *)(const void *)d, p->cin_g, emin);
+                if (scan) xconv__amx_bf16_scan((const uint16_t *)(const void *)d, p->cin_g, &emin, &emax);
                 memset(d + p->cin_g * q->es, 0, (size_t)((q->cp - p->cin_g) * q->es));
             }
         }
     }
     if (emin < t->emin[slot]) t->emin[slot] = emin;
+    if (emax > t->emax[slot]) t->emax[slot] = emax;
 }

@@ -35,28 +35,27 @@ AMX_AVX512 void xconv__amx_store_rows(amx_store kind, const char *c, char *base,
     }
 }
 
-AMX_AVX512 int xconv__amx_bf16_emin(const uint16_t *v, int64_t n, int emin)
+AMX_AVX512 void xconv__amx_bf16_scan(const uint16_t *v, int64_t n, int *emin, int *emax)
 {
-    /* the exponent field (bits 7..14) of nonzero values, 255 for zeros */
-    __m512i lo = _mm512_set1_epi16(255);
+    /* the exponent field (bits 7..14): its minimum over nonzero values (zeros count as
+     * 255), its maximum over all */
+    __m512i lo = _mm512_set1_epi16(255), hi = _mm512_setzero_si512();
     const __m512i mag = _mm512_set1_epi16(0x7fff), big = _mm512_set1_epi16(255);
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        const __m512i x = _mm512_and_si512(_mm512_loadu_si512(v + i), mag);
-        const __mmask32 zero = _mm512_cmpeq_epi16_mask(x, _mm512_setzero_si512());
-        const __m512i e = _mm512_mask_mov_epi16(_mm512_srli_epi16(x, 7), zero, big);
-        lo = _mm512_min_epu16(lo, e);
-    }
-    if (i < n) {
-        const __mmask32 live = (__mmask32)((1ull << (n - i)) - 1);
+    for (int64_t i = 0; i < n; i += 32) {
+        const __mmask32 live = n - i >= 32 ? 0xffffffffu : (__mmask32)((1ull << (n - i)) - 1);
         const __m512i x = _mm512_and_si512(_mm512_maskz_loadu_epi16(live, v + i), mag);
         const __mmask32 zero = _mm512_cmpeq_epi16_mask(x, _mm512_setzero_si512());
-        lo = _mm512_min_epu16(lo, _mm512_mask_mov_epi16(_mm512_srli_epi16(x, 7), zero, big));
+        const __m512i e = _mm512_srli_epi16(x, 7);
+        lo = _mm512_min_epu16(lo, _mm512_mask_mov_epi16(e, zero, big));
+        hi = _mm512_max_epu16(hi, e);
     }
-    uint16_t lanes[32];
-    _mm512_storeu_si512(lanes, lo);
-    for (int k = 0; k < 32; k++) emin = lanes[k] < emin ? lanes[k] : emin;
-    return emin;
+    const __m512i lo32 = _mm512_min_epu32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(lo)),
+                                          _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(lo, 1)));
+    const __m512i hi32 = _mm512_max_epu32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(hi)),
+                                          _mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(hi, 1)));
+    const int l = (int)_mm512_reduce_min_epu32(lo32), h = (int)_mm512_reduce_max_epu32(hi32);
+    if (l < *emin) *emin = l;
+    if (h > *emax) *emax = h;
 }
 
 #else
@@ -67,13 +66,13 @@ void xconv__amx_store_rows(amx_store kind, const char *c, char *base, const int6
     (void)kind, (void)c, (void)base, (void)off, (void)row, (void)count, (void)cnt;
 }
 
-int xconv__amx_bf16_emin(const uint16_t *v, int64_t n, int emin)
+void xconv__amx_bf16_scan(const uint16_t *v, int64_t n, int *emin, int *emax)
 {
     for (int64_t i = 0; i < n; i++) {
-        const int e = (v[i] & 0x7fff) ? (v[i] >> 7) & 0xff : 255;
-        emin = e < emin ? e : emin;
+        const int e = (v[i] >> 7) & 0xff;
+        if ((v[i] & 0x7fff) && e < *emin) *emin = e;
+        if (e > *emax) *emax = e;
     }
-    return emin;
 }
 
 #endif
