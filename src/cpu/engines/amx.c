@@ -361,15 +361,23 @@ static void block_rows(const amx_task *t, const amx_sub *sb, int64_t n, int64_t 
     const xconv_canon *p = t->e->p;
     const amx_geom *q = t->q;
     const int64_t yes = (int64_t)xconv_dtype_size(p->y_dtype);
+    const int64_t d2 = sb->step[2] * p->y_ss[2] * yes;
     int64_t u2 = v0 % q->q[2], u1 = v0 / q->q[2] % q->q[1], u0 = v0 / q->q[2] / q->q[1];
+    int64_t el = 0;
+    bool live_row = false; /* (u0, u1) is an output row; el is then u2's offset */
     br->count = 0;
     for (int i = 0; i < rows; i++) {
-        if (u0 < sb->m[0] && u1 < sb->m[1] && u2 < sb->m[2]) {
-            br->row[br->count] = (uint8_t)i;
-            br->off[br->count++] = (p->y_off + n * p->y_sn + (sb->r[0] + sb->step[0] * u0) * p->y_ss[0] +
-                                    (sb->r[1] + sb->step[1] * u1) * p->y_ss[1] +
-                                    (sb->r[2] + sb->step[2] * u2) * p->y_ss[2]) * yes;
+        if (i == 0 || u2 == 0) {
+            live_row = u0 < sb->m[0] && u1 < sb->m[1];
+            el = (p->y_off + n * p->y_sn + (sb->r[0] + sb->step[0] * u0) * p->y_ss[0] +
+                  (sb->r[1] + sb->step[1] * u1) * p->y_ss[1] + (sb->r[2] + sb->step[2] * u2) * p->y_ss[2]) *
+                 yes;
         }
+        if (live_row && u2 < sb->m[2]) {
+            br->row[br->count] = (uint8_t)i;
+            br->off[br->count++] = el;
+        }
+        el += d2;
         if (++u2 == q->q[2]) {
             u2 = 0;
             if (++u1 == q->q[1]) u1 = 0, u0++;
@@ -397,19 +405,35 @@ static void store_block(const amx_task *t, const amx_rows *br, int64_t g, int64_
     }
 }
 
-/* A block whose C waits in a staging buffer for its stores. */
+/* A block whose C waits in a staging buffer for its stores, and rows of x read in place
+ * that wait for the exponent scan. */
 typedef struct amx_pending {
     const amx_task *t;
     const amx_rows *rows;   /* NULL: nothing waits */
     int64_t         g, panel;
     const char     *c;
+    const char     *scan;   /* NULL: nothing to scan */
+    int64_t         scan_rows;
+    int             emin, emax;
 } amx_pending;
 
+/* Runs while the tile unit works on the next block. */
 static void flush_pending(void *arg)
 {
     amx_pending *pd = arg;
     if (pd->rows) store_block(pd->t, pd->rows, pd->g, pd->panel, pd->c);
     pd->rows = NULL;
+    if (pd->scan) {
+        const amx_geom *q = pd->t->q;
+        const int64_t cin = pd->t->e->p->cin_g;
+        const uint16_t *v = (const uint16_t *)(const void *)pd->scan;
+        if (q->row_bytes == (size_t)cin * 2) /* dense: one span */
+            xconv__amx_bf16_scan(v, pd->scan_rows * cin, &pd->emin, &pd->emax);
+        else
+            for (int64_t i = 0; i < pd->scan_rows; i++, v += q->row_bytes / 2)
+                xconv__amx_bf16_scan(v, cin, &pd->emin, &pd->emax);
+    }
+    pd->scan = NULL;
 }
 
 /* Units [begin, end). Each block's C goes to one of two staging buffers in turn, and is
@@ -424,12 +448,11 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
     char *sl = t->ws + q->slots + (size_t)slot * q->slot_bytes;
     const char **a = (const char **)(void *)(sl + 8192);
     amx_thread th = {0, 0};
-    amx_pending pd = {.t = t, .rows = NULL};
+    amx_pending pd = {.t = t, .rows = NULL, .scan = NULL, .emin = 255, .emax = 0};
     amx_rows lists[2];
     int list = 0;
     const amx_sub *last_sb = NULL;
     int64_t last_nl = -1, last_v0 = -1;
-    int emin = 255, emax = 0;
     for (int64_t unit = begin; unit < end; unit++) {
         const int64_t g = unit / (q->panels * chunk_blocks), r = unit % (q->panels * chunk_blocks);
         const int64_t c0 = r / (q->wide * chunk_blocks) * q->wide, r2 = r % (q->wide * chunk_blocks);
@@ -446,15 +469,10 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
                       : t->ws + q->xbuf + (size_t)nl * (size_t)q->image * q->row_bytes +
                             (size_t)(g * q->cp * q->es);
         /* x read in place: the rows this block reads, once per block (its range's first
-         * panel), for the exponent check */
+         * panel), for the exponent check, while its products run */
         if (t->scan && panel == c0) {
-            const int64_t first = v0 + t->pos_lo, last = v0 + rows - 1 + t->pos_hi;
-            const uint16_t *v = (const uint16_t *)(const void *)(image + (size_t)first * q->row_bytes);
-            if (q->row_bytes == (size_t)p->cin_g * 2) /* dense: one span */
-                xconv__amx_bf16_scan(v, (last - first + 1) * p->cin_g, &emin, &emax);
-            else
-                for (int64_t pos = first; pos <= last; pos++, v += q->row_bytes / 2)
-                    xconv__amx_bf16_scan(v, p->cin_g, &emin, &emax);
+            pd.scan = image + (size_t)(v0 + t->pos_lo) * q->row_bytes;
+            pd.scan_rows = rows + t->pos_hi - t->pos_lo;
         }
         const char *wpanel = t->blob + AMX_BLOB_HEADER + (size_t)(gp * kk_count) * q->tap_bytes;
         const char **bt = a + sb->ntaps;
@@ -489,7 +507,7 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
     }
     flush_pending(&pd);
     xconv__amx_release(&th);
-    if (emin < t->emin[slot]) t->emin[slot] = emin;
+    if (pd.emin < t->emin[slot]) t->emin[slot] = pd.emin;
 }
 
 /* ---------------------------------------------------------------------------------------- */
