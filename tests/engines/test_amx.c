@@ -40,6 +40,10 @@ static const table_case CASES[] = {
      CV, 2, 1, 64, 17, 1, {7, 9}, {3, 3}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, {0}},
     {"conv2d 3x3 padded, 40 channels (copied, padded to steps), 31 out",
      CV, 2, 1, 40, 31, 1, {6, 5}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}},
+    {"conv2d 3x3 padded, 64 channels (copied as channel spans), 32 out",
+     CV, 2, 1, 64, 32, 1, {6, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}},
+    {"conv2d 3x3 stride 2 padded, 128 channels (spans every other pixel), 16 out",
+     CV, 2, 1, 128, 16, 1, {9, 8}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 2}, {0}},
     {"conv2d 3x3 stride 2 padded, 70 channels, 15 out",
      CV, 2, 1, 70, 15, 1, {9, 8}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {0}},
     {"conv2d stride 2 dilation 2 asymmetric padding, 3 channels, 1 out",
@@ -173,7 +177,7 @@ static void check_nonfinite(void)
     for (int k = 0; k < 4; k++) {
         tu_problem p;
         memset(&p, 0, sizeof p);
-        CASE_GEOMETRY(&p, &CASES[6]);
+        CASE_GEOMETRY(&p, &CASES[8]);
         p.layout = k & 1 ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST;
         p.xdt = dts[k >> 1], p.ydt = XCONV_DTYPE_F32, p.has_bias = true;
         tu_problem_finish(&p);

@@ -145,6 +145,28 @@ void xconv__amx_copy_range(void *arg, int64_t begin, int64_t end, int slot)
             copy_row(t, t->n0 + nl, x0, x1, dst, &emin, &emax);
             continue;
         }
+        /* x's own bits with dense channels filling whole steps: the row's positions inside
+         * x as channel spans (one copy when x's pixels are dense too), zeros around them */
+        if (p->groups == 1 && p->x_sc == 1 && q->cp == p->cin && xes == (size_t)q->es &&
+            p->x_dtype != XCONV_DTYPE_F8E4M3 && p->x_dtype != XCONV_DTYPE_F8E5M2) {
+            int64_t a = 0, b = q->q[2]; /* positions [a, b) lie inside x */
+            while (a < b && a * q->ph[2] + p2 - q->lo[2] < 0) a++;
+            while (b > a && (b - 1) * q->ph[2] + p2 - q->lo[2] >= p->x_size[2]) b--;
+            memset(dst, 0, (size_t)a * q->row_bytes);
+            memset(dst + b * q->row_bytes, 0, (size_t)(q->q[2] - b) * q->row_bytes);
+            if (b > a) {
+                const char *src = (const char *)t->e->x +
+                                  (p->x_off + (t->n0 + nl) * p->x_sn + x0 * p->x_ss[0] + x1 * p->x_ss[1] +
+                                   (a * q->ph[2] + p2 - q->lo[2]) * p->x_ss[2]) * (int64_t)xes;
+                xconv__amx_copy_spans(dst + a * q->row_bytes, q->row_bytes, src,
+                                      (ptrdiff_t)(q->ph[2] * p->x_ss[2] * (int64_t)xes), b - a,
+                                      (size_t)p->cin * xes);
+                if (scan)
+                    xconv__amx_bf16_scan((const uint16_t *)(const void *)(dst + a * q->row_bytes),
+                                         (b - a) * p->cin, &emin, &emax);
+            }
+            continue;
+        }
         for (int64_t u2 = 0; u2 < q->q[2]; u2++, dst += q->row_bytes) {
             const int64_t x2 = u2 * q->ph[2] + p2 - q->lo[2];
             if (x2 < 0 || x2 >= p->x_size[2]) {

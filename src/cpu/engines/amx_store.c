@@ -1,10 +1,12 @@
 /*
  * amx_store.c — cpu.amx's AVX-512 pieces around the tiles: the dense stores of a block's C
- * rows into y, and the exponent scan of bf16 values (amx.h). Only called where
+ * rows into y, the copy of x's channel spans, and the exponent scan of bf16 values (amx.h). Only called where
  * xconv__amx_available() holds, which implies AVX-512F, BW and VL.
  */
 #include "cpu/engines/amx.h"
 #include "cpu/isa.h"
+
+#include <string.h>
 
 #if XCONV_X86
 #include <immintrin.h>
@@ -58,7 +60,28 @@ AMX_AVX512 void xconv__amx_bf16_scan(const uint16_t *v, int64_t n, int *emin, in
     if (h > *emax) *emax = h;
 }
 
+AMX_AVX512 void xconv__amx_copy_spans(char *dst, size_t dst_step, const char *src,
+                                      ptrdiff_t src_step, int64_t count, size_t bytes)
+{
+    if (dst_step == bytes && src_step == (ptrdiff_t)bytes) {
+        memcpy(dst, src, (size_t)count * bytes);
+        return;
+    }
+    const size_t whole = bytes / 64 * 64;
+    const __mmask64 tail = bytes % 64 ? (__mmask64)((1ull << (bytes % 64)) - 1) : 0;
+    for (int64_t i = 0; i < count; i++, dst += dst_step, src += src_step) {
+        for (size_t b = 0; b < whole; b += 64) _mm512_storeu_si512(dst + b, _mm512_loadu_si512(src + b));
+        if (tail) _mm512_mask_storeu_epi8(dst + whole, tail, _mm512_maskz_loadu_epi8(tail, src + whole));
+    }
+}
+
 #else
+
+void xconv__amx_copy_spans(char *dst, size_t dst_step, const char *src, ptrdiff_t src_step,
+                           int64_t count, size_t bytes)
+{
+    for (int64_t i = 0; i < count; i++) memcpy(dst + i * (ptrdiff_t)dst_step, src + i * src_step, bytes);
+}
 
 void xconv__amx_store_rows(amx_store kind, const char *c, char *base, const int64_t *off,
                            const uint8_t *row, int count, int cnt)
