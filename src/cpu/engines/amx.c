@@ -365,7 +365,7 @@ static void block_rows(const amx_task *t, const amx_sub *sb, int64_t n, int64_t 
     int64_t u2 = v0 % q->q[2], u1 = v0 / q->q[2] % q->q[1], u0 = v0 / q->q[2] / q->q[1];
     int64_t el = 0;
     bool live_row = false; /* (u0, u1) is an output row; el is then u2's offset */
-    br->count = 0;
+    int count = 0;         /* kept out of *br: a store and reload per row stalls */
     for (int i = 0; i < rows; i++) {
         if (i == 0 || u2 == 0) {
             live_row = u0 < sb->m[0] && u1 < sb->m[1];
@@ -374,8 +374,8 @@ static void block_rows(const amx_task *t, const amx_sub *sb, int64_t n, int64_t 
                  yes;
         }
         if (live_row && u2 < sb->m[2]) {
-            br->row[br->count] = (uint8_t)i;
-            br->off[br->count++] = el;
+            br->row[count] = (uint8_t)i;
+            br->off[count++] = el;
         }
         el += d2;
         if (++u2 == q->q[2]) {
@@ -383,6 +383,7 @@ static void block_rows(const amx_task *t, const amx_sub *sb, int64_t n, int64_t 
             if (++u1 == q->q[1]) u1 = 0, u0++;
         }
     }
+    br->count = count;
 }
 
 /* Writes a block's live rows of C into y for the panel's output channels. */
