@@ -243,6 +243,19 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q)
         }
         if (q->row) q->ph[2] = 1; /* rows of q2 * s2 pixels; A rows start s2 pixels apart */
     }
+    /* the copy of one image must fit the budget (and its sizes 64 bits) before any
+     * product of them is formed: padding and dilation may be huge */
+    const double budget = amx_budget(p);
+    if (!q->direct) {
+        const double rb = q->row ? (double)(p->stride[2] * p->cin * q->es)
+                                 : (double)(p->groups * q->cp * q->es);
+        double image_d = rb;
+        for (int d = 0; d < 3; d++) image_d *= (double)q->q[d] * (double)q->ph[d];
+        if (image_d > budget) {
+            q->why_not = "cpu.amx's copy of one image of x would break the workspace budget";
+            return;
+        }
+    }
     q->plane = xconv__prod3(q->q);
     q->image = q->plane * xconv__prod3(q->ph);
     q->row_bytes = q->direct ? (size_t)p->x_ss[2] * xes
@@ -276,7 +289,6 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q)
     q->taps = off;
     off += align64((size_t)q->ntaps * sizeof(amx_tap));
     q->xbuf = off;
-    const double budget = amx_budget(p);
     if (!q->direct) {
         const double image_bytes = (double)q->image * (double)q->row_bytes;
         int64_t chunk = (int64_t)((double)AMX_XBUF_BYTES / image_bytes);
