@@ -223,10 +223,10 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q)
     q->cp = (p->cin_g + q->kstep - 1) / q->kstep * q->kstep;
     q->panels = (p->cout_g + 31) / 32;
     q->direct = direct_x(p, q);
-    /* row mode where it pads far less: K2 * cin against cin, each up to a whole step */
+    /* row mode where it pads less: K2 * cin against cin, each up to a whole step */
     const int64_t run = p->k_size[2] * p->cin_g, run_p = (run + q->kstep - 1) / q->kstep * q->kstep;
     q->row = !tr && !q->direct && p->groups == 1 && p->dil[2] == 1 && p->k_size[2] > 1 &&
-             (double)run_p / (double)run < 0.75 * (double)q->cp / (double)p->cin_g;
+             (double)run_p * (double)p->cin_g < (double)run * (double)q->cp;
     if (q->row) q->cp = run_p;
     q->ksteps = q->cp / q->kstep;
     q->wtaps = q->row ? p->k_size[0] * p->k_size[1] : xconv__prod3(p->k_size);
