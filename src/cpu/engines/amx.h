@@ -109,9 +109,9 @@ typedef struct amx_geom {
     int64_t     chunk_n;       /* images per chunk of the copy */
     size_t      tap_bytes;     /* packed weights of one (group, panel, tap) */
     int         store;         /* amx_store: how y is written */
-    /* the blob (workspace start, or the plan's prepacked memory): a header word (the
-     * smallest exponent among the weights' nonzero bf16 values), then the packed weights
-     * [G, panel, tap, step, 2 tiles] */
+    /* the blob (workspace start, or the plan's prepacked memory): a header of two ints (the
+     * smallest exponent among the weights' nonzero bf16 values, and the largest: 255 for an
+     * Inf or NaN), then the packed weights [G, panel, tap, step, 2 tiles] */
     size_t      blob;
     /* workspace offsets */
     size_t      bias, taps, xbuf, slots, slot_bytes, total;
@@ -135,7 +135,8 @@ typedef struct amx_task {
 } amx_task;
 
 /* Packs the weights' items [begin, end) (item = (g, panel, tap)) into blob + AMX_BLOB_HEADER,
- * and the smallest exponent among their nonzero bf16 values into emin[slot] (255: none):
+ * and the smallest exponent among their nonzero bf16 values and the largest into
+ * emin[slot] and emax[slot]:
  * xconv__parallel_for_slot's signature, arg an amx_task whose blob is writable. */
 void xconv__amx_pack_range(void *arg, int64_t begin, int64_t end, int slot);
 

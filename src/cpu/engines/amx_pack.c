@@ -67,7 +67,7 @@ void xconv__amx_pack_range(void *arg, int64_t begin, int64_t end, int slot)
                     const int64_t c = p->cin_g - i0 < (int64_t)sizeof vals / 2 ? p->cin_g - i0
                                                                                : (int64_t)sizeof vals / 2;
                     take_values(p->x_dtype, w + i0 * p->w_si * (int64_t)xes, p->w_si, vals, c);
-                    if (q->kind == AMX_BF16 && p->x_dtype == XCONV_DTYPE_BF16)
+                    if (q->kind == AMX_BF16)
                         xconv__amx_bf16_scan((const uint16_t *)(const void *)vals, c, &emin, &emax);
                     for (int64_t ii = 0; ii < c; ii++) {
                         const int64_t i = f * p->cin_g + i0 + ii, s = i / q->kstep, rem = i % q->kstep;
@@ -80,20 +80,24 @@ void xconv__amx_pack_range(void *arg, int64_t begin, int64_t end, int slot)
         }
     }
     if (emin < t->emin[slot]) t->emin[slot] = emin;
+    if (emax > t->emax[slot]) t->emax[slot] = emax;
 }
 
 void xconv__amx_pack_all(xconv_context *ctx, amx_task *t)
 {
-    const xconv_canon *p = t->e->p;
-    int emin[256];
-    for (int i = 0; i < 256; i++) emin[i] = 255;
-    int *saved = t->emin;
-    t->emin = emin;
-    xconv__parallel_for_slot(ctx, p->groups * t->q->panels * t->q->wtaps, xconv__amx_pack_range, t);
-    t->emin = saved;
-    int m = 255;
-    for (int i = 0; i < 256; i++) m = emin[i] < m ? emin[i] : m;
-    memcpy((char *)t->blob, &m, sizeof m);
+    int emin[256], emax[256];
+    for (int i = 0; i < 256; i++) emin[i] = 255, emax[i] = 0;
+    int *saved_min = t->emin, *saved_max = t->emax;
+    t->emin = emin, t->emax = emax;
+    xconv__parallel_for_slot(ctx, t->e->p->groups * t->q->panels * t->q->wtaps,
+                             xconv__amx_pack_range, t);
+    t->emin = saved_min, t->emax = saved_max;
+    int head[2] = {255, 0};
+    for (int i = 0; i < 256; i++) {
+        head[0] = emin[i] < head[0] ? emin[i] : head[0];
+        head[1] = emax[i] > head[1] ? emax[i] : head[1];
+    }
+    memcpy((char *)t->blob, head, sizeof head);
 }
 
 /* Row mode: x's row (x0, x1) of the image as q2 * s2 zero-padded pixels of cin values. */
