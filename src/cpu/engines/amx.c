@@ -32,6 +32,7 @@
 #include <string.h>
 
 #define AMX_XBUF_BYTES ((size_t)8 << 20) /* the copy of x per chunk of images */
+#define AMX_SEGMENT    64              /* positions per piece of the copy of x */
 #define AMX_L2_WEIGHTS ((size_t)1 << 20) /* packed weights a thread keeps in L2 */
 #define AMX_SAFE_EMIN  (254 - 90)        /* emin(x) + emin(w) below this: f32 fallback */
 
@@ -265,6 +266,8 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q)
                              : (size_t)(p->groups * q->cp * q->es);
     amx_subs(p, q, NULL);
     q->tap_bytes = (size_t)q->ksteps * 2048;
+    /* positions past its own that an A row reads (row mode: a step past its pixels) */
+    q->span = q->row ? ((int64_t)q->cp * q->es + (int64_t)q->row_bytes - 1) / (int64_t)q->row_bytes - 1 : 0;
     {
         const double panel_bytes = (double)q->tap_bytes * (double)q->wtaps;
         const int64_t wide = (int64_t)((double)AMX_L2_WEIGHTS / panel_bytes);
@@ -302,6 +305,7 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q)
     }
     int64_t most = 0;
     for (int64_t i = 0; i < q->nsub; i++) most = q->sub[i].ntaps > most ? q->sub[i].ntaps : most;
+    q->segs = (q->q[2] + AMX_SEGMENT - 1) / AMX_SEGMENT;
     q->slots = off;
     q->slot_bytes = 8192 + align64((size_t)most * 2 * sizeof(void *));
     off += q->slot_bytes * (size_t)(p->threads > 0 ? p->threads : 1);
@@ -420,8 +424,32 @@ static void store_block(const amx_task *t, const amx_rows *br, int64_t g, int64_
     }
 }
 
-/* A block whose C waits in a staging buffer for its stores, and rows of x read in place
- * that wait for the exponent scan. */
+/* A unit's place: group, panel (and the first of its range), image, sub and block. */
+typedef struct amx_unit {
+    int64_t        g, panel, c0, gp, nl, v0, rows;
+    const amx_sub *sb;
+} amx_unit;
+
+static void unit_at(const amx_task *t, int64_t unit, amx_unit *u)
+{
+    const amx_geom *q = t->q;
+    const int64_t chunk_blocks = t->nb * q->blocks;
+    u->g = unit / (q->panels * chunk_blocks);
+    const int64_t r = unit % (q->panels * chunk_blocks);
+    u->c0 = r / (q->wide * chunk_blocks) * q->wide;
+    const int64_t r2 = r % (q->wide * chunk_blocks);
+    const int64_t width = q->panels - u->c0 < q->wide ? q->panels - u->c0 : q->wide;
+    const int64_t blk = r2 / width;
+    u->panel = u->c0 + r2 % width, u->gp = u->g * q->panels + u->panel;
+    u->nl = blk / q->blocks;
+    int64_t b = blk % q->blocks, si = 0;
+    while (b >= q->sub[si].blocks) b -= q->sub[si].blocks, si++;
+    u->sb = &q->sub[si];
+    u->v0 = b * 32, u->rows = u->sb->vcount - u->v0 < 32 ? u->sb->vcount - u->v0 : 32;
+}
+
+/* What waits for the tile unit's next products: a block's C for its stores, and rows of x
+ * read in place for the exponent scan. */
 typedef struct amx_pending {
     const amx_task *t;
     const amx_rows *rows;   /* NULL: nothing waits */
@@ -458,67 +486,59 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
     const amx_task *t = arg;
     const amx_geom *q = t->q;
     const xconv_canon *p = t->e->p;
-    const int64_t kk_count = q->wtaps;
-    const int64_t chunk_blocks = t->nb * q->blocks;
     char *sl = t->ws + q->slots + (size_t)slot * q->slot_bytes;
     const char **a = (const char **)(void *)(sl + 8192);
     amx_thread th = {0, 0};
     amx_pending pd = {.t = t, .rows = NULL, .scan = NULL, .emin = 255, .emax = 0};
     amx_rows lists[2];
     int list = 0;
-    const amx_sub *last_sb = NULL;
-    int64_t last_nl = -1, last_v0 = -1;
+    amx_unit units[2];
+    unit_at(t, begin, &units[0]);
     for (int64_t unit = begin; unit < end; unit++) {
-        const int64_t g = unit / (q->panels * chunk_blocks), r = unit % (q->panels * chunk_blocks);
-        const int64_t c0 = r / (q->wide * chunk_blocks) * q->wide, r2 = r % (q->wide * chunk_blocks);
-        const int64_t width = q->panels - c0 < q->wide ? q->panels - c0 : q->wide;
-        const int64_t blk = r2 / width, panel = c0 + r2 % width, gp = g * q->panels + panel;
-        const int64_t nl = blk / q->blocks;
-        int64_t b = blk % q->blocks, si = 0;
-        while (b >= q->sub[si].blocks) b -= q->sub[si].blocks, si++;
-        const amx_sub *sb = &q->sub[si];
-        const int64_t v0 = b * 32, rows = sb->vcount - v0 < 32 ? sb->vcount - v0 : 32;
+        const amx_unit *u = &units[(unit - begin) & 1], *prev = unit > begin ? &units[(unit - begin + 1) & 1] : NULL;
+        amx_unit *next = &units[(unit - begin + 1) & 1];
+        const bool new_block = !prev || u->sb != prev->sb || u->nl != prev->nl || u->v0 != prev->v0;
         const char *image =
-            q->direct ? (const char *)t->e->x + (p->x_off + (t->n0 + nl) * p->x_sn + g * p->cin_g) *
+            q->direct ? (const char *)t->e->x + (p->x_off + (t->n0 + u->nl) * p->x_sn + u->g * p->cin_g) *
                                                     (int64_t)q->es
-                      : t->ws + q->xbuf + (size_t)nl * (size_t)q->image * q->row_bytes +
-                            (size_t)(g * q->cp * q->es);
+                      : t->ws + q->xbuf + (size_t)u->nl * (size_t)q->image * q->row_bytes +
+                            (size_t)(u->g * q->cp * q->es);
         /* x read in place: the rows this block reads, once per block (its range's first
          * panel), for the exponent check, while its products run */
-        if (t->scan && panel == c0) {
-            pd.scan = image + (size_t)(v0 + t->pos_lo) * q->row_bytes;
-            pd.scan_rows = rows + t->pos_hi - t->pos_lo;
+        if (t->scan && u->panel == u->c0) {
+            pd.scan = image + (size_t)(u->v0 + t->pos_lo) * q->row_bytes;
+            pd.scan_rows = u->rows + t->pos_hi - t->pos_lo;
         }
-        const char *wpanel = t->blob + AMX_BLOB_HEADER + (size_t)(gp * kk_count) * q->tap_bytes;
-        const char **bt = a + sb->ntaps;
-        for (int64_t i = 0; i < sb->ntaps; i++) {
-            const amx_tap *tp = &t->taps[sb->tap0 + i];
-            a[i] = image + (size_t)(tp->pos + v0) * q->row_bytes;
+        const char *wpanel = t->blob + AMX_BLOB_HEADER + (size_t)(u->gp * q->wtaps) * q->tap_bytes;
+        const char **bt = a + u->sb->ntaps;
+        for (int64_t i = 0; i < u->sb->ntaps; i++) {
+            const amx_tap *tp = &t->taps[u->sb->tap0 + i];
+            a[i] = image + (size_t)(tp->pos + u->v0) * q->row_bytes;
             bt[i] = wpanel + (size_t)tp->kk * q->tap_bytes;
         }
+        if (unit + 1 < end) unit_at(t, unit + 1, next);
         char *c = sl + (size_t)(unit & 1) * 4096;
         const amx_block_args k = {
-            .ntaps = sb->ntaps,
+            .ntaps = u->sb->ntaps,
             .ksteps = q->ksteps,
             .a = a,
             .b = bt,
             .lda = q->row_bytes,
-            .init = p->has_bias ? t->ws + q->bias + (size_t)gp * 2048 : NULL,
+            .init = p->has_bias ? t->ws + q->bias + (size_t)u->gp * 2048 : NULL,
             .c = c,
-            .m0 = rows < 16 ? (int)rows : 16,
-            .m1 = rows > 16 ? (int)rows - 16 : 0,
+            .m0 = u->rows < 16 ? (int)u->rows : 16,
+            .m1 = u->rows > 16 ? (int)u->rows - 16 : 0,
             .between = flush_pending,
             .between_arg = &pd,
         };
         xconv__amx_block(&th, q->kind, &k);
         /* the next panels of the same block reuse its list of live rows; a new block's list
          * goes to the other buffer, as the previous one's may still wait in pd */
-        if (sb != last_sb || nl != last_nl || v0 != last_v0) {
+        if (new_block) {
             list ^= 1;
-            block_rows(t, sb, t->n0 + nl, v0, (int)rows, &lists[list]);
-            last_sb = sb, last_nl = nl, last_v0 = v0;
+            block_rows(t, u->sb, t->n0 + u->nl, u->v0, (int)u->rows, &lists[list]);
         }
-        pd.rows = &lists[list], pd.g = g, pd.panel = panel, pd.c = c;
+        pd.rows = &lists[list], pd.g = u->g, pd.panel = u->panel, pd.c = c;
     }
     flush_pending(&pd);
     xconv__amx_release(&th);
@@ -528,6 +548,17 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
 /* ---------------------------------------------------------------------------------------- */
 /* Execution                                                                                */
 /* ---------------------------------------------------------------------------------------- */
+
+/* Pieces [begin, end) of the copy of x: piece = (line, segment). */
+static void copy_range(void *arg, int64_t begin, int64_t end, int slot)
+{
+    const amx_task *t = arg;
+    const amx_geom *q = t->q;
+    for (int64_t i = begin; i < end; i++) {
+        const int64_t line = i / q->segs, ua = i % q->segs * AMX_SEGMENT;
+        xconv__amx_copy_segment(t, line, ua, ua + AMX_SEGMENT < q->q[2] ? ua + AMX_SEGMENT : q->q[2], slot);
+    }
+}
 
 static int fold_emin(const int *emin, int count)
 {
@@ -596,21 +627,19 @@ static xconv_status amx_run(const xconv_exec *e, xconv_error *err)
         t.n0 = n0;
         t.nb = p->n - n0 < q.chunk_n ? p->n - n0 : q.chunk_n;
         if (!q.direct) {
-            xconv__parallel_for_slot(e->ctx, t.nb * xconv__prod3(q.ph) * q.q[0] * q.q[1],
-                                     xconv__amx_copy_range, &t);
+            /* the copy in pieces of up to AMX_SEGMENT positions of a line (a plane row of
+             * q2 positions), so that 1-D problems, a line or two per image, split too */
+            xconv__parallel_for_slot(e->ctx, t.nb * (q.image / q.q[2]) * q.segs, copy_range, &t);
             memset(ws + q.xbuf + (size_t)t.nb * (size_t)q.image * q.row_bytes, 0, (size_t)(q.kstep * q.es));
-            /* x reached bf16's denormal range: the whole problem goes the f32 way (it
-             * rewrites every y element the chunks before may have written) */
-            if (scan && fold_emin(emin, threads) + w_emin < AMX_SAFE_EMIN) goto fallback;
-            /* row mode: an Inf or NaN in x would meet the zero weights past the reduction */
-            if (q.row && q.kind == AMX_BF16)
-                for (int i = 0; i < threads; i++)
-                    if (emax[i] == 255) goto fallback;
         }
         xconv__parallel_for_slot(e->ctx, p->groups * q.panels * t.nb * q.blocks, compute_range, &t);
-        /* x read in place was scanned block by block as it was used: the f32 way then
-         * rewrites every y element */
-        if (t.scan && fold_emin(emin, threads) + w_emin < AMX_SAFE_EMIN) goto fallback;
+        /* x was scanned as the blocks copied or read it. When it reached bf16's denormal
+         * range, or (row mode) holds an Inf or NaN that would meet the zero weights past
+         * the reduction, the whole problem goes the f32 way, which rewrites every y element */
+        if (scan && fold_emin(emin, threads) + w_emin < AMX_SAFE_EMIN) goto fallback;
+        if (q.row && q.kind == AMX_BF16)
+            for (int i = 0; i < threads; i++)
+                if (emax[i] == 255) goto fallback;
     }
     (void)err;
     return XCONV_STATUS_OK;

@@ -115,6 +115,8 @@ typedef struct amx_geom {
     size_t      blob;
     /* workspace offsets */
     size_t      bias, taps, xbuf, slots, slot_bytes, total;
+    int64_t     span;          /* positions past its own that one A row reads */
+    int64_t     segs;          /* pieces of the copy per line (amx.c) */
     size_t      fallback;      /* cpu.igemm's workspace, for inputs AMX would flush */
 } amx_geom;
 
@@ -143,9 +145,10 @@ void xconv__amx_pack_range(void *arg, int64_t begin, int64_t end, int slot);
 /* Every weight into t->blob, and its header word. */
 void xconv__amx_pack_all(xconv_context *ctx, amx_task *t);
 
-/* The copy of the chunk's images: items (image, plane, u0, u1), each a row of q[2]
- * positions; bf16 x's smallest exponent into emin[slot]. */
-void xconv__amx_copy_range(void *arg, int64_t begin, int64_t end, int slot);
+/* Positions [ua, ub) of one line of the copy of the chunk's images (line = (image, plane,
+ * u0, u1), q[2] positions; row mode: their pixels, and the row's last pixels with the last
+ * positions); bf16 x's smallest and largest exponents into t->emin[slot] and emax[slot]. */
+void xconv__amx_copy_segment(const amx_task *t, int64_t line, int64_t ua, int64_t ub, int slot);
 
 
 /* y written from a block's C rows (128 bytes apart) by AVX-512 (amx_store.c): f32 sums as

@@ -100,78 +100,81 @@ void xconv__amx_pack_all(xconv_context *ctx, amx_task *t)
     memcpy((char *)t->blob, head, sizeof head);
 }
 
-/* Row mode: x's row (x0, x1) of the image as q2 * s2 zero-padded pixels of cin values. */
-static void copy_row(const amx_task *t, int64_t n, int64_t x0, int64_t x1, char *dst, int *emin,
-                     int *emax)
+/* Row mode: pixels [pa, pb) of x's row (x0, x1) as cin values each, zero past x. */
+static void copy_pixels(const amx_task *t, int64_t n, int64_t x0, int64_t x1, char *row, int64_t pa,
+                        int64_t pb, int *emin, int *emax)
 {
     const amx_geom *q = t->q;
     const xconv_canon *p = t->e->p;
     const size_t xes = xconv_dtype_size(p->x_dtype);
-    const int64_t pix = q->q[2] * p->stride[2], cin = p->cin;
-    memset(dst, 0, (size_t)(pix * cin * q->es));
+    const int64_t cin = p->cin;
+    int64_t a = pa - q->lo[2] < 0 ? 0 : pa - q->lo[2]; /* x's pixels [a, b) */
+    int64_t b = pb - q->lo[2] > p->x_size[2] ? p->x_size[2] : pb - q->lo[2];
+    if (b <= a) {
+        memset(row + pa * cin * q->es, 0, (size_t)((pb - pa) * cin * q->es));
+        return;
+    }
+    memset(row + pa * cin * q->es, 0, (size_t)((a + q->lo[2] - pa) * cin * q->es));
+    memset(row + (b + q->lo[2]) * cin * q->es, 0, (size_t)((pb - b - q->lo[2]) * cin * q->es));
     const char *src = (const char *)t->e->x +
-                      (p->x_off + n * p->x_sn + x0 * p->x_ss[0] + x1 * p->x_ss[1]) * (int64_t)xes;
-    char *d = dst + q->lo[2] * cin * q->es;
+                      (p->x_off + n * p->x_sn + x0 * p->x_ss[0] + x1 * p->x_ss[1] + a * p->x_ss[2]) *
+                          (int64_t)xes;
+    char *d = row + (a + q->lo[2]) * cin * q->es;
     if (p->x_sc == 1 && p->x_ss[2] == cin) {
-        take_values(p->x_dtype, src, 1, d, p->x_size[2] * cin);
+        take_values(p->x_dtype, src, 1, d, (b - a) * cin);
     } else {
-        for (int64_t x2 = 0; x2 < p->x_size[2]; x2++)
+        for (int64_t x2 = 0; x2 < b - a; x2++)
             for (int64_t c = 0; c < cin; c++)
                 take_values(p->x_dtype, src + (x2 * p->x_ss[2] + c * p->x_sc) * (int64_t)xes, 1,
                             d + (x2 * cin + c) * q->es, 1);
     }
     if (q->kind == AMX_BF16)
-        xconv__amx_bf16_scan((const uint16_t *)(const void *)d, p->x_size[2] * cin, emin, emax);
+        xconv__amx_bf16_scan((const uint16_t *)(const void *)d, (b - a) * cin, emin, emax);
 }
 
-void xconv__amx_copy_range(void *arg, int64_t begin, int64_t end, int slot)
+void xconv__amx_copy_segment(const amx_task *t, int64_t line, int64_t ua, int64_t ub, int slot)
 {
-    const amx_task *t = arg;
     const amx_geom *q = t->q;
     const xconv_canon *p = t->e->p;
     const size_t xes = xconv_dtype_size(p->x_dtype);
     const int64_t planes = q->ph[0] * q->ph[1] * q->ph[2];
     const bool scan = q->kind == AMX_BF16 && p->x_dtype == XCONV_DTYPE_BF16;
     int emin = 255, emax = 0;
-    for (int64_t item = begin; item < end; item++) {
-        const int64_t u1 = item % q->q[1], u0 = item / q->q[1] % q->q[0];
-        const int64_t pi = item / q->q[1] / q->q[0] % planes, nl = item / q->q[1] / q->q[0] / planes;
-        const int64_t p2 = pi % q->ph[2], p1 = pi / q->ph[2] % q->ph[1], p0 = pi / q->ph[2] / q->ph[1];
-        char *dst = (char *)t->ws + q->xbuf +
-                    (size_t)(nl * q->image + pi * q->plane + (u0 * q->q[1] + u1) * q->q[2]) *
-                        q->row_bytes;
-        const int64_t x0 = u0 * q->ph[0] + p0 - q->lo[0], x1 = u1 * q->ph[1] + p1 - q->lo[1];
-        if (x0 < 0 || x0 >= p->x_size[0] || x1 < 0 || x1 >= p->x_size[1]) {
-            memset(dst, 0, (size_t)q->q[2] * q->row_bytes);
-            continue;
+    const int64_t u1 = line % q->q[1], u0 = line / q->q[1] % q->q[0];
+    const int64_t pi = line / q->q[1] / q->q[0] % planes, nl = line / q->q[1] / q->q[0] / planes;
+    const int64_t p2 = pi % q->ph[2], p1 = pi / q->ph[2] % q->ph[1], p0 = pi / q->ph[2] / q->ph[1];
+    char *row = (char *)t->ws + q->xbuf +
+                (size_t)(nl * q->image + pi * q->plane + (u0 * q->q[1] + u1) * q->q[2]) * q->row_bytes;
+    char *dst = row + (size_t)ua * q->row_bytes;
+    const int64_t x0 = u0 * q->ph[0] + p0 - q->lo[0], x1 = u1 * q->ph[1] + p1 - q->lo[1];
+    if (x0 < 0 || x0 >= p->x_size[0] || x1 < 0 || x1 >= p->x_size[1]) {
+        memset(dst, 0, (size_t)(ub - ua) * q->row_bytes);
+    } else if (q->row) {
+        /* the last segment also zeroes the row's pixels past its positions' */
+        const int64_t pb = ub == q->q[2] ? q->q[2] * p->stride[2] : ub * p->stride[2];
+        copy_pixels(t, t->n0 + nl, x0, x1, row, ua * p->stride[2], pb, &emin, &emax);
+    } else if (p->groups == 1 && p->x_sc == 1 && q->cp == p->cin && xes == (size_t)q->es &&
+               p->x_dtype != XCONV_DTYPE_F8E4M3 && p->x_dtype != XCONV_DTYPE_F8E5M2) {
+        /* x's own bits with dense channels filling whole steps: the positions inside x as
+         * channel spans (one copy when x's pixels are dense too), zeros around them */
+        int64_t a = ua, b = ub; /* positions [a, b) lie inside x */
+        while (a < b && a * q->ph[2] + p2 - q->lo[2] < 0) a++;
+        while (b > a && (b - 1) * q->ph[2] + p2 - q->lo[2] >= p->x_size[2]) b--;
+        memset(dst, 0, (size_t)(a - ua) * q->row_bytes);
+        memset(row + b * q->row_bytes, 0, (size_t)(ub - b) * q->row_bytes);
+        if (b > a) {
+            const char *src = (const char *)t->e->x +
+                              (p->x_off + (t->n0 + nl) * p->x_sn + x0 * p->x_ss[0] + x1 * p->x_ss[1] +
+                               (a * q->ph[2] + p2 - q->lo[2]) * p->x_ss[2]) * (int64_t)xes;
+            xconv__amx_copy_spans(row + a * q->row_bytes, q->row_bytes, src,
+                                  (ptrdiff_t)(q->ph[2] * p->x_ss[2] * (int64_t)xes), b - a,
+                                  (size_t)p->cin * xes);
+            if (scan)
+                xconv__amx_bf16_scan((const uint16_t *)(const void *)(row + a * q->row_bytes),
+                                     (b - a) * p->cin, &emin, &emax);
         }
-        if (q->row) {
-            copy_row(t, t->n0 + nl, x0, x1, dst, &emin, &emax);
-            continue;
-        }
-        /* x's own bits with dense channels filling whole steps: the row's positions inside
-         * x as channel spans (one copy when x's pixels are dense too), zeros around them */
-        if (p->groups == 1 && p->x_sc == 1 && q->cp == p->cin && xes == (size_t)q->es &&
-            p->x_dtype != XCONV_DTYPE_F8E4M3 && p->x_dtype != XCONV_DTYPE_F8E5M2) {
-            int64_t a = 0, b = q->q[2]; /* positions [a, b) lie inside x */
-            while (a < b && a * q->ph[2] + p2 - q->lo[2] < 0) a++;
-            while (b > a && (b - 1) * q->ph[2] + p2 - q->lo[2] >= p->x_size[2]) b--;
-            memset(dst, 0, (size_t)a * q->row_bytes);
-            memset(dst + b * q->row_bytes, 0, (size_t)(q->q[2] - b) * q->row_bytes);
-            if (b > a) {
-                const char *src = (const char *)t->e->x +
-                                  (p->x_off + (t->n0 + nl) * p->x_sn + x0 * p->x_ss[0] + x1 * p->x_ss[1] +
-                                   (a * q->ph[2] + p2 - q->lo[2]) * p->x_ss[2]) * (int64_t)xes;
-                xconv__amx_copy_spans(dst + a * q->row_bytes, q->row_bytes, src,
-                                      (ptrdiff_t)(q->ph[2] * p->x_ss[2] * (int64_t)xes), b - a,
-                                      (size_t)p->cin * xes);
-                if (scan)
-                    xconv__amx_bf16_scan((const uint16_t *)(const void *)(dst + a * q->row_bytes),
-                                         (b - a) * p->cin, &emin, &emax);
-            }
-            continue;
-        }
-        for (int64_t u2 = 0; u2 < q->q[2]; u2++, dst += q->row_bytes) {
+    } else {
+        for (int64_t u2 = ua; u2 < ub; u2++, dst += q->row_bytes) {
             const int64_t x2 = u2 * q->ph[2] + p2 - q->lo[2];
             if (x2 < 0 || x2 >= p->x_size[2]) {
                 memset(dst, 0, q->row_bytes);
