@@ -3,7 +3,8 @@
  * sums) against cpu.ref, forced by name:
  *
  *   - every (x, y) dtype pair it serves: bf16, e4m3 and e5m2 x with their own y and f32 y
- *     (within DESIGN.md §2's tolerance), i8 and u8 x with 8-, 16- and 32-bit y (bit for bit);
+ *     (within DESIGN.md §2's tolerance), f16 (split into exact bf16 halves) likewise, i8 and
+ *     u8 x with 8-, 16- and 32-bit y (bit for bit);
  *   - named problems around its blocking: output channels around the 16-column tiles and
  *     the 32-channel panel (1, 15, 17, 31, 33, 64), virtual-row counts around the 16-row
  *     halves and 32-row blocks (tails of 1..31 rows), input channels that fill whole tile
@@ -81,6 +82,7 @@ static const table_case CASES[] = {
 static const xconv_dtype PAIRS[][2] = {
     {XCONV_DTYPE_BF16, XCONV_DTYPE_BF16},     {XCONV_DTYPE_BF16, XCONV_DTYPE_F32},
     {XCONV_DTYPE_F8E4M3, XCONV_DTYPE_F8E4M3}, {XCONV_DTYPE_F8E5M2, XCONV_DTYPE_F32},
+    {XCONV_DTYPE_F16, XCONV_DTYPE_F16},       {XCONV_DTYPE_F16, XCONV_DTYPE_F32},
     {XCONV_DTYPE_I8, XCONV_DTYPE_I8},         {XCONV_DTYPE_I8, XCONV_DTYPE_I32},
     {XCONV_DTYPE_U8, XCONV_DTYPE_U16},        {XCONV_DTYPE_U8, XCONV_DTYPE_I32},
 };
@@ -170,11 +172,12 @@ static void check_tiny(void)
 
 /* Row mode with an Inf and a NaN in x (and once in w): the outputs they reach are Inf or
  * NaN as in cpu.ref, and no other output may turn NaN through the zero weights past a
- * kernel row's run (cpu.amx hands such x to the f32 kernels). Both layouts, bf16 and e5m2. */
+ * kernel row's run, nor have no exact bf16 halves (split f16): cpu.amx hands such x to the
+ * f32 kernels. Both layouts, bf16, e5m2 and f16. */
 static void check_nonfinite(void)
 {
-    const xconv_dtype dts[2] = {XCONV_DTYPE_BF16, XCONV_DTYPE_F8E5M2};
-    for (int k = 0; k < 4; k++) {
+    const xconv_dtype dts[3] = {XCONV_DTYPE_BF16, XCONV_DTYPE_F8E5M2, XCONV_DTYPE_F16};
+    for (int k = 0; k < 6; k++) {
         tu_problem p;
         memset(&p, 0, sizeof p);
         CASE_GEOMETRY(&p, &CASES[8]);
@@ -194,7 +197,7 @@ static void check_nonfinite(void)
         const int64_t nx = tu_numel(rank, xs);
         tu_store(p.xdt, x.data, nx / 3, (tu_val){0, INFINITY, 0.0});
         tu_store(p.xdt, x.data, 2 * nx / 3, (tu_val){0, NAN, 0.0});
-        if (k == 3) tu_store(p.xdt, w.data, 5, (tu_val){0, -INFINITY, 0.0});
+        if (k % 2 == 1) tu_store(p.xdt, w.data, 5, (tu_val){0, -INFINITY, 0.0});
         xconv_error err;
         const char *used = NULL;
         xconv_status st = tu_conv(CTX[2], &p, &x, &w, &b, &yr, "cpu.ref", &used, &err);
@@ -205,7 +208,7 @@ static void check_nonfinite(void)
         double *mag = malloc(sizeof(double) * (size_t)tu_ycount(&p));
         tu_ref_conv(&p, &x, &w, &b, exact, mag);
         char label[200];
-        snprintf(label, sizeof label, "Inf and NaN in x%s, %s, %s", k == 3 ? " and w" : "",
+        snprintf(label, sizeof label, "Inf and NaN in x%s, %s, %s", k % 2 ? " and w" : "",
                  tu_info(p.xdt)->name, k & 1 ? "channels_last" : "channels_first");
         const int64_t bad = compare_outputs(&p, &y, &yr, mag, label);
         XT_CHECK(bad == 0, "%s: %" PRId64 " elements differ from cpu.ref", label, bad);

@@ -91,7 +91,7 @@ static const xconv_dtype AMX_PAIRS[][2] = {
     {XCONV_DTYPE_BF16, XCONV_DTYPE_F32}, {XCONV_DTYPE_BF16, XCONV_DTYPE_BF16},
     {XCONV_DTYPE_I8, XCONV_DTYPE_I32},   {XCONV_DTYPE_U8, XCONV_DTYPE_U32},
     {XCONV_DTYPE_I8, XCONV_DTYPE_I8},    {XCONV_DTYPE_U8, XCONV_DTYPE_U8},
-    {XCONV_DTYPE_F8E4M3, XCONV_DTYPE_F32},
+    {XCONV_DTYPE_F8E4M3, XCONV_DTYPE_F32}, {XCONV_DTYPE_F16, XCONV_DTYPE_F32},
 };
 
 static void test_random(uint64_t seed, const char *engine, const xconv_dtype (*pairs)[2], int npairs,

@@ -1,13 +1,17 @@
 /*
  * amx.c — the engine "cpu.amx": conv and conv_transpose on Intel AMX tiles for bf16 (and f8,
  * which is exactly bf16 after conversion) with f32 sums, and i8 / u8 with int32 sums that
- * wrap (y of at most 32 bits: the sums modulo 2^32 are all such a y keeps).
+ * wrap (y of at most 32 bits: the sums modulo 2^32 are all such a y keeps); f16 split into
+ * bf16 halves (below).
  *
  *   conv:           one sub-problem; tap k reads plane (k*t mod s) at offset k*t div s, so
  *                   every tap is a stride-1 walk over its plane (amx.h);
  *   conv_transpose: one sub-problem per stride phase of the output (j mod s): its outputs
  *                   j = r + s*u read x at u + (r + lo - k*t)/s for the taps k of that phase,
  *                   again a stride-1 walk, over x padded by what the taps reach outside it.
+ * f16 runs as bf16 too, split: each value is hi + lo, two exact bf16 values, and the
+ * reduction carries (xh, xh, xl, xl) against (wh, wl, wh, wl), four exact products per term
+ * (split mode: four times the tile work, still about twice the f32 kernels' rate).
  * x goes through a zero-padded copy (channels padded to a whole tile step per group), or is
  * read in place when it already has that form: stride-1 conv without padding over dense
  * channels-last x of bf16 / i8 / u8 whose channels per group fill whole steps.
@@ -58,6 +62,7 @@ static int amx_kind_of(const xconv_canon *p)
 {
     switch (p->x_dtype) {
     case XCONV_DTYPE_BF16:
+    case XCONV_DTYPE_F16:
     case XCONV_DTYPE_F8E4M3:
     case XCONV_DTYPE_F8E5M2: return p->ct == XCONV_CT_F32 ? AMX_BF16 : -1;
     case XCONV_DTYPE_I8: return p->ct == XCONV_CT_U32 ? AMX_S8 : -1;
@@ -70,8 +75,10 @@ static int amx_kind_of(const xconv_canon *p)
  * whole steps per group, and positions at one positive step over each image. */
 static bool direct_x(const xconv_canon *p, const amx_geom *q)
 {
-    if (p->op != XCONV_OP_CONV || p->x_dtype == XCONV_DTYPE_F8E4M3 ||
-        p->x_dtype == XCONV_DTYPE_F8E5M2 || p->x_sc != 1 || p->cin_g % q->kstep)
+    const xconv_dtype dt = p->x_dtype;
+    if (p->op != XCONV_OP_CONV ||
+        (dt != XCONV_DTYPE_BF16 && dt != XCONV_DTYPE_I8 && dt != XCONV_DTYPE_U8) || p->x_sc != 1 ||
+        p->cin_g % q->kstep)
         return false;
     for (int d = 0; d < 3; d++)
         if (p->stride[d] != 1 || p->pad_lo[d] || p->pad_hi[d]) return false;
@@ -195,8 +202,8 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q)
     }
     const int kind = amx_kind_of(p);
     if (kind < 0) {
-        q->why_not = "cpu.amx runs bf16 and f8 x with a float y of at most 32 bits, and i8 or "
-                     "u8 x with an integer y of at most 32 bits";
+        q->why_not = "cpu.amx runs bf16, f16 and f8 x with a float y of at most 32 bits, and i8 "
+                     "or u8 x with an integer y of at most 32 bits";
         return;
     }
     if (xconv__prod3(p->k_size) > AMX_MAX_TAPS) {
@@ -223,13 +230,14 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q)
     q->kind = (amx_kind)kind;
     q->es = kind == AMX_BF16 ? 2 : 1;
     q->kstep = 64 / q->es;
-    q->cp = (p->cin_g + q->kstep - 1) / q->kstep * q->kstep;
+    q->red = p->x_dtype == XCONV_DTYPE_F16 ? 4 : 1;
+    q->cp = (q->red * p->cin_g + q->kstep - 1) / q->kstep * q->kstep;
     q->panels = (p->cout_g + 31) / 32;
     q->direct = direct_x(p, q);
     /* row mode where it pads less: K2 * cin against cin, each up to a whole step */
-    const int64_t run = p->k_size[2] * p->cin_g, run_p = (run + q->kstep - 1) / q->kstep * q->kstep;
+    const int64_t run = p->k_size[2] * p->cin_g * q->red, run_p = (run + q->kstep - 1) / q->kstep * q->kstep;
     q->row = !tr && !q->direct && p->groups == 1 && p->dil[2] == 1 && p->k_size[2] > 1 &&
-             (double)run_p * (double)p->cin_g < (double)run * (double)q->cp;
+             (double)run_p * (double)(p->cin_g * q->red) < (double)run * (double)q->cp;
     if (q->row) q->cp = run_p;
     q->ksteps = q->cp / q->kstep;
     q->wtaps = q->row ? p->k_size[0] * p->k_size[1] : xconv__prod3(p->k_size);
@@ -250,7 +258,7 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q)
      * product of them is formed: padding and dilation may be huge */
     const double budget = amx_budget(p);
     if (!q->direct) {
-        const double rb = q->row ? (double)(p->stride[2] * p->cin * q->es)
+        const double rb = q->row ? (double)(p->stride[2] * p->cin * q->red * q->es)
                                  : (double)(p->groups * q->cp * q->es);
         double image_d = rb;
         for (int d = 0; d < 3; d++) image_d *= (double)q->q[d] * (double)q->ph[d];
@@ -262,7 +270,7 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q)
     q->plane = xconv__prod3(q->q);
     q->image = q->plane * xconv__prod3(q->ph);
     q->row_bytes = q->direct ? (size_t)p->x_ss[2] * xes
-                   : q->row  ? (size_t)(p->stride[2] * p->cin * q->es)
+                   : q->row  ? (size_t)(p->stride[2] * p->cin * q->red * q->es)
                              : (size_t)(p->groups * q->cp * q->es);
     amx_subs(p, q, NULL);
     q->tap_bytes = (size_t)q->ksteps * 2048;
@@ -609,6 +617,8 @@ static xconv_status amx_run(const xconv_exec *e, xconv_error *err)
     /* conv_transpose reads zeros around x for the taps that miss it, terms cpu.ref does not
      * have: they are exact zeros only while the weights are finite */
     if (p->op == XCONV_OP_CONV_TRANSPOSE && q.kind == AMX_BF16 && w_head[1] == 255) goto fallback;
+    /* f16 split into two bf16 halves: an Inf or NaN has no exact halves */
+    if (q.red == 4 && w_head[1] == 255) goto fallback;
     const bool scan = q.kind == AMX_BF16 && p->x_dtype == XCONV_DTYPE_BF16;
     const int threads = xconv_context_threads(e->ctx);
 
@@ -637,7 +647,7 @@ static xconv_status amx_run(const xconv_exec *e, xconv_error *err)
          * range, or (row mode) holds an Inf or NaN that would meet the zero weights past
          * the reduction, the whole problem goes the f32 way, which rewrites every y element */
         if (scan && fold_emin(emin, threads) + w_emin < AMX_SAFE_EMIN) goto fallback;
-        if (q.row && q.kind == AMX_BF16)
+        if ((q.row && q.kind == AMX_BF16) || q.red == 4)
             for (int i = 0; i < threads; i++)
                 if (emax[i] == 255) goto fallback;
     }

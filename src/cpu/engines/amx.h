@@ -93,7 +93,9 @@ typedef struct amx_geom {
     bool        direct;     /* A reads x in place (no copy) */
     bool        row;        /* conv with few channels: the innermost kernel dim joins the
                              * reduction (below) */
-    int64_t     cp;         /* channels per group as laid out for A: a multiple of kstep */
+    int64_t     red;        /* reduction values per channel: 4 for split f16 (amx.c), else 1 */
+    int64_t     cp;         /* channels per group as laid out for A (red values each, then
+                             * zeros): a multiple of kstep */
     int64_t     ksteps;     /* steps per tap */
     int64_t     panels;     /* 32-channel panels per group */
     int64_t     wide;       /* panels whose weights a thread keeps in L2 together */
@@ -163,6 +165,9 @@ void xconv__amx_store_rows(amx_store kind, const char *c, char *base, const int6
 /* count spans of `bytes` bytes: span i from src + i * src_step to dst + i * dst_step. */
 void xconv__amx_copy_spans(char *dst, size_t dst_step, const char *src, ptrdiff_t src_step,
                            int64_t count, size_t bytes);
+
+/* n f16 values as 4n bf16 reduction values (hi, hi, lo, lo): x's side of split mode. */
+void xconv__amx_split_f16(const uint16_t *src, uint16_t *dst, int64_t n);
 
 /* Folds into *emin the smallest biased exponent among the nonzero bf16 values v[0..n), and
  * into *emax the largest (255: an Inf or NaN). */

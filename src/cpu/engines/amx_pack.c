@@ -36,6 +36,39 @@ static void take_values(xconv_dtype dt, const char *src, int64_t stride, char *d
     }
 }
 
+/* Split mode (f16): each of n f16 values as four bf16 reduction values, v = hi + lo with
+ * hi = v rounded to bf16 and lo = v - hi (both exact: lo keeps f16's last three bits). x
+ * gives (hi, hi, lo, lo) and w (hi, lo, hi, lo), so that the pairs' products sum to
+ * xh wh + xh wl + xl wh + xl wl = x w exactly. An Inf or NaN keeps its bits in hi (lo 0);
+ * cpu.amx sends such problems to the f32 kernels (amx.c). */
+static void take_split(const char *src, int64_t stride, char *dst, int64_t n, bool weights)
+{
+    float tmp[256];
+    for (int64_t i0 = 0; i0 < n; i0 += 256) {
+        const int64_t c = n - i0 < 256 ? n - i0 : 256;
+        xconv__load_row(XCONV_CT_F32, XCONV_DTYPE_F16, src + i0 * stride * 2, stride, tmp, c);
+        for (int64_t i = 0; i < c; i++) {
+            uint32_t b;
+            memcpy(&b, &tmp[i], 4);
+            uint16_t hi, lo = 0;
+            if ((b & 0x7f800000u) == 0x7f800000u) {
+                hi = (uint16_t)(b >> 16);
+            } else {
+                hi = (uint16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+                const uint32_t hb = (uint32_t)hi << 16;
+                float h, r;
+                memcpy(&h, &hb, 4);
+                r = tmp[i] - h;
+                uint32_t rb;
+                memcpy(&rb, &r, 4);
+                lo = (uint16_t)(rb >> 16);
+            }
+            const uint16_t v[4] = {hi, weights ? lo : hi, weights ? hi : lo, lo};
+            memcpy(dst + (i0 + i) * 8, v, 8);
+        }
+    }
+}
+
 void xconv__amx_pack_range(void *arg, int64_t begin, int64_t end, int slot)
 {
     const amx_task *t = arg;
@@ -63,14 +96,18 @@ void xconv__amx_pack_range(void *arg, int64_t begin, int64_t end, int slot)
                 const char *w = (const char *)t->e->w +
                                 (p->w_off + g * p->w_sg + o * p->w_so + k0 * p->w_sk[0] +
                                  k1 * p->w_sk[1] + k2 * p->w_sk[2]) * (int64_t)xes;
-                for (int64_t i0 = 0; i0 < p->cin_g; i0 += (int64_t)sizeof vals / 2) {
-                    const int64_t c = p->cin_g - i0 < (int64_t)sizeof vals / 2 ? p->cin_g - i0
-                                                                               : (int64_t)sizeof vals / 2;
-                    take_values(p->x_dtype, w + i0 * p->w_si * (int64_t)xes, p->w_si, vals, c);
+                const int64_t chunk = (int64_t)sizeof vals / 2 / q->red;
+                for (int64_t i0 = 0; i0 < p->cin_g; i0 += chunk) {
+                    const int64_t c = p->cin_g - i0 < chunk ? p->cin_g - i0 : chunk, cr = c * q->red;
+                    if (q->red == 4)
+                        take_split(w + i0 * p->w_si * (int64_t)xes, p->w_si, vals, c, true);
+                    else
+                        take_values(p->x_dtype, w + i0 * p->w_si * (int64_t)xes, p->w_si, vals, c);
                     if (q->kind == AMX_BF16)
-                        xconv__amx_bf16_scan((const uint16_t *)(const void *)vals, c, &emin, &emax);
-                    for (int64_t ii = 0; ii < c; ii++) {
-                        const int64_t i = f * p->cin_g + i0 + ii, s = i / q->kstep, rem = i % q->kstep;
+                        xconv__amx_bf16_scan((const uint16_t *)(const void *)vals, cr, &emin, &emax);
+                    for (int64_t ii = 0; ii < cr; ii++) {
+                        const int64_t i = (f * p->cin_g + i0) * q->red + ii, s = i / q->kstep,
+                                      rem = i % q->kstep;
                         const int64_t r = rem / per, e = rem % per;
                         memcpy(dst + s * 2048 + j * 1024 + r * 64 + (n * per + e) * q->es,
                                vals + ii * q->es, (size_t)q->es);
@@ -100,36 +137,45 @@ void xconv__amx_pack_all(xconv_context *ctx, amx_task *t)
     memcpy((char *)t->blob, head, sizeof head);
 }
 
-/* Row mode: pixels [pa, pb) of x's row (x0, x1) as cin values each, zero past x. */
+/* Row mode: pixels [pa, pb) of x's row (x0, x1) as cin values each (split mode: 4 cin),
+ * zero past x. */
 static void copy_pixels(const amx_task *t, int64_t n, int64_t x0, int64_t x1, char *row, int64_t pa,
                         int64_t pb, int *emin, int *emax)
 {
     const amx_geom *q = t->q;
     const xconv_canon *p = t->e->p;
     const size_t xes = xconv_dtype_size(p->x_dtype);
-    const int64_t cin = p->cin;
+    const int64_t cin = p->cin, pix = cin * q->red * q->es; /* bytes per pixel */
     int64_t a = pa - q->lo[2] < 0 ? 0 : pa - q->lo[2]; /* x's pixels [a, b) */
     int64_t b = pb - q->lo[2] > p->x_size[2] ? p->x_size[2] : pb - q->lo[2];
     if (b <= a) {
-        memset(row + pa * cin * q->es, 0, (size_t)((pb - pa) * cin * q->es));
+        memset(row + pa * pix, 0, (size_t)((pb - pa) * pix));
         return;
     }
-    memset(row + pa * cin * q->es, 0, (size_t)((a + q->lo[2] - pa) * cin * q->es));
-    memset(row + (b + q->lo[2]) * cin * q->es, 0, (size_t)((pb - b - q->lo[2]) * cin * q->es));
+    memset(row + pa * pix, 0, (size_t)((a + q->lo[2] - pa) * pix));
+    memset(row + (b + q->lo[2]) * pix, 0, (size_t)((pb - b - q->lo[2]) * pix));
     const char *src = (const char *)t->e->x +
                       (p->x_off + n * p->x_sn + x0 * p->x_ss[0] + x1 * p->x_ss[1] + a * p->x_ss[2]) *
                           (int64_t)xes;
-    char *d = row + (a + q->lo[2]) * cin * q->es;
-    if (p->x_sc == 1 && p->x_ss[2] == cin) {
+    char *d = row + (a + q->lo[2]) * pix;
+    const bool dense = p->x_sc == 1 && p->x_ss[2] == cin;
+    if (dense && q->red == 4) {
+        xconv__amx_split_f16((const uint16_t *)(const void *)src, (uint16_t *)(void *)d, (b - a) * cin);
+    } else if (dense) {
         take_values(p->x_dtype, src, 1, d, (b - a) * cin);
     } else {
         for (int64_t x2 = 0; x2 < b - a; x2++)
-            for (int64_t c = 0; c < cin; c++)
-                take_values(p->x_dtype, src + (x2 * p->x_ss[2] + c * p->x_sc) * (int64_t)xes, 1,
-                            d + (x2 * cin + c) * q->es, 1);
+            for (int64_t c = 0; c < cin; c++) {
+                const char *sv = src + (x2 * p->x_ss[2] + c * p->x_sc) * (int64_t)xes;
+                char *dv = d + (x2 * cin + c) * q->red * q->es;
+                if (q->red == 4)
+                    take_split(sv, 1, dv, 1, false);
+                else
+                    take_values(p->x_dtype, sv, 1, dv, 1);
+            }
     }
     if (q->kind == AMX_BF16)
-        xconv__amx_bf16_scan((const uint16_t *)(const void *)d, (b - a) * cin, emin, emax);
+        xconv__amx_bf16_scan((const uint16_t *)(const void *)d, (b - a) * cin * q->red, emin, emax);
 }
 
 void xconv__amx_copy_segment(const amx_task *t, int64_t line, int64_t ua, int64_t ub, int slot)
@@ -153,7 +199,7 @@ void xconv__amx_copy_segment(const amx_task *t, int64_t line, int64_t ua, int64_
         /* the last segment also zeroes the row's pixels past its positions' */
         const int64_t pb = ub == q->q[2] ? q->q[2] * p->stride[2] : ub * p->stride[2];
         copy_pixels(t, t->n0 + nl, x0, x1, row, ua * p->stride[2], pb, &emin, &emax);
-    } else if (p->groups == 1 && p->x_sc == 1 && q->cp == p->cin && xes == (size_t)q->es &&
+    } else if (q->red == 1 && p->groups == 1 && p->x_sc == 1 && q->cp == p->cin && xes == (size_t)q->es &&
                p->x_dtype != XCONV_DTYPE_F8E4M3 && p->x_dtype != XCONV_DTYPE_F8E5M2) {
         /* x's own bits with dense channels filling whole steps: the positions inside x as
          * channel spans (one copy when x's pixels are dense too), zeros around them */
@@ -185,10 +231,16 @@ void xconv__amx_copy_segment(const amx_task *t, int64_t line, int64_t ua, int64_
                                x1 * p->x_ss[1] + x2 * p->x_ss[2]) * (int64_t)xes;
             for (int64_t g = 0; g < p->groups; g++) {
                 char *d = dst + (size_t)(g * q->cp * q->es);
-                take_values(p->x_dtype, src + g * p->cin_g * p->x_sc * (int64_t)xes, p->x_sc, d,
-                            p->cin_g);
-                if (scan) xconv__amx_bf16_scan((const uint16_t *)(const void *)d, p->cin_g, &emin, &emax);
-                memset(d + p->cin_g * q->es, 0, (size_t)((q->cp - p->cin_g) * q->es));
+                const char *sg = src + g * p->cin_g * p->x_sc * (int64_t)xes;
+                if (q->red == 4 && p->x_sc == 1)
+                    xconv__amx_split_f16((const uint16_t *)(const void *)sg, (uint16_t *)(void *)d, p->cin_g);
+                else if (q->red == 4)
+                    take_split(sg, p->x_sc, d, p->cin_g, false);
+                else
+                    take_values(p->x_dtype, sg, p->x_sc, d, p->cin_g);
+                if (scan || q->red == 4)
+                    xconv__amx_bf16_scan((const uint16_t *)(const void *)d, p->cin_g * q->red, &emin, &emax);
+                memset(d + p->cin_g * q->red * q->es, 0, (size_t)((q->cp - p->cin_g * q->red) * q->es));
             }
         }
     }

@@ -75,7 +75,46 @@ AMX_AVX512 void xconv__amx_copy_spans(char *dst, size_t dst_step, const char *sr
     }
 }
 
+/* f16 values as (hi, hi, lo, lo) bf16 reduction values (amx_pack.c's split mode): f16 ->
+ * f32 is exact and never denormal (f16's smallest value is 2^-24), so vcvtne2ps2bf16's
+ * flushing does not arise; hi rounds to nearest even, lo = v - hi is exact in f32 and has at
+ * most three significant bits, so its conversion is exact too. Non-finite values: hi keeps
+ * the Inf or NaN (cpu.amx then takes the f32 path), lo is whatever the arithmetic gives. */
+AMX_AVX512 void xconv__amx_split_f16(const uint16_t *src, uint16_t *dst, int64_t n)
+{
+    /* out[4k .. 4k+3] = hi[k], hi[k], lo[k], lo[k]; words 0-15 of `both` are hi, 16-31 lo */
+    uint16_t ia[32], ib[32];
+    for (int k = 0; k < 8; k++)
+        for (int j = 0; j < 4; j++) {
+            ia[4 * k + j] = (uint16_t)(j < 2 ? k : 16 + k);
+            ib[4 * k + j] = (uint16_t)(j < 2 ? 8 + k : 24 + k);
+        }
+    const __m512i idx_a = _mm512_loadu_si512(ia), idx_lo = _mm512_loadu_si512(ib);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 v = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(src + i)));
+        const __m256bh hb = _mm512_cvtneps_pbh(v);
+        const __m512 h = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)hb), 16));
+        const __m256bh lb = _mm512_cvtneps_pbh(_mm512_sub_ps(v, h));
+        /* 32 words: hi[0..15] then lo[0..15]; out[4k..4k+3] = hi[k], hi[k], lo[k], lo[k] */
+        const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512((__m256i)hb), (__m256i)lb, 1);
+        _mm512_storeu_si512(dst + 4 * i, _mm512_permutexvar_epi16(idx_a, both));
+        _mm512_storeu_si512(dst + 4 * i + 32, _mm512_permutexvar_epi16(idx_lo, both));
+    }
+    for (; i < n; i++) { /* the tail through the same steps, one value at a time */
+        uint16_t in[16] = {0}, out[64];
+        in[0] = src[i];
+        xconv__amx_split_f16(in, out, 16);
+        memcpy(dst + 4 * i, out, 8);
+    }
+}
+
 #else
+
+void xconv__amx_split_f16(const uint16_t *src, uint16_t *dst, int64_t n)
+{
+    (void)src, (void)dst, (void)n;
+}
 
 void xconv__amx_copy_spans(char *dst, size_t dst_step, const char *src, ptrdiff_t src_step,
                            int64_t count, size_t bytes)
