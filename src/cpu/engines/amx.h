@@ -135,6 +135,7 @@ typedef struct amx_task {
     int              *emin, *emax;  /* per slot: x's smallest exponent of a nonzero bf16 value
                                      * and largest exponent (xconv__amx_bf16_scan) */
     bool              scan;         /* x read in place is scanned by the blocks */
+    uint16_t          f8[256];      /* f8 x: each byte's value in bf16 (exact) */
     int64_t           pos_lo, pos_hi; /* the taps' smallest and largest A row offsets */
 } amx_task;
 
@@ -143,6 +144,9 @@ typedef struct amx_task {
  * emin[slot] and emax[slot]:
  * xconv__parallel_for_slot's signature, arg an amx_task whose blob is writable. */
 void xconv__amx_pack_range(void *arg, int64_t begin, int64_t end, int slot);
+
+/* f8 dtype dt's 256 values in bf16 bits (every f8 value is one exactly), for take_values. */
+void xconv__amx_f8_table(xconv_dtype dt, uint16_t table[256]);
 
 /* Every weight into t->blob, and its header word. */
 void xconv__amx_pack_all(xconv_context *ctx, amx_task *t);

@@ -12,20 +12,15 @@
 
 /* n values of x's dtype at src (element stride `stride`) as A's values (bf16 bits or
  * bytes) at dst. */
-static void take_values(xconv_dtype dt, const char *src, int64_t stride, char *dst, int64_t n)
+static void take_values(const amx_task *t, xconv_dtype dt, const char *src, int64_t stride, char *dst,
+                        int64_t n)
 {
     const size_t es = xconv_dtype_size(dt);
     if (dt == XCONV_DTYPE_F8E4M3 || dt == XCONV_DTYPE_F8E5M2) {
-        float tmp[256];
-        for (int64_t i0 = 0; i0 < n; i0 += 256) {
-            const int64_t c = n - i0 < 256 ? n - i0 : 256;
-            xconv__load_row(XCONV_CT_F32, dt, src + i0 * stride, stride, tmp, c);
-            for (int64_t i = 0; i < c; i++) {
-                uint32_t b;
-                memcpy(&b, &tmp[i], 4);
-                const uint16_t h = (uint16_t)(b >> 16);
-                memcpy(dst + (i0 + i) * 2, &h, 2);
-            }
+        const unsigned char *b = (const unsigned char *)src;
+        for (int64_t i = 0; i < n; i++) {
+            const uint16_t h = t->f8[b[i * stride]];
+            memcpy(dst + i * 2, &h, 2);
         }
     } else if (stride == 1) {
         memcpy(dst, src, (size_t)n * es);
@@ -33,6 +28,19 @@ static void take_values(xconv_dtype dt, const char *src, int64_t stride, char *d
         for (int64_t i = 0; i < n; i++) memcpy(dst + i * 2, src + i * stride * 2, 2);
     } else {
         for (int64_t i = 0; i < n; i++) dst[i] = src[i * stride];
+    }
+}
+
+void xconv__amx_f8_table(xconv_dtype dt, uint16_t table[256])
+{
+    unsigned char bytes[256];
+    float f[256];
+    for (int i = 0; i < 256; i++) bytes[i] = (unsigned char)i;
+    xconv__load_row(XCONV_CT_F32, dt, bytes, 1, f, 256);
+    for (int i = 0; i < 256; i++) {
+        uint32_t b;
+        memcpy(&b, &f[i], 4);
+        table[i] = (uint16_t)(b >> 16);
     }
 }
 
@@ -102,7 +110,7 @@ void xconv__amx_pack_range(void *arg, int64_t begin, int64_t end, int slot)
                     if (q->red == 4)
                         take_split(w + i0 * p->w_si * (int64_t)xes, p->w_si, vals, c, true);
                     else
-                        take_values(p->x_dtype, w + i0 * p->w_si * (int64_t)xes, p->w_si, vals, c);
+                        take_values(t, p->x_dtype, w + i0 * p->w_si * (int64_t)xes, p->w_si, vals, c);
                     if (q->kind == AMX_BF16)
                         xconv__amx_bf16_scan((const uint16_t *)(const void *)vals, cr, &emin, &emax);
                     for (int64_t ii = 0; ii < cr; ii++) {
@@ -162,7 +170,7 @@ static void copy_pixels(const amx_task *t, int64_t n, int64_t x0, int64_t x1, ch
     if (dense && q->red == 4) {
         xconv__amx_split_f16((const uint16_t *)(const void *)src, (uint16_t *)(void *)d, (b - a) * cin);
     } else if (dense) {
-        take_values(p->x_dtype, src, 1, d, (b - a) * cin);
+        take_values(t, p->x_dtype, src, 1, d, (b - a) * cin);
     } else {
         for (int64_t x2 = 0; x2 < b - a; x2++)
             for (int64_t c = 0; c < cin; c++) {
@@ -171,7 +179,7 @@ static void copy_pixels(const amx_task *t, int64_t n, int64_t x0, int64_t x1, ch
                 if (q->red == 4)
                     take_split(sv, 1, dv, 1, false);
                 else
-                    take_values(p->x_dtype, sv, 1, dv, 1);
+                    take_values(t, p->x_dtype, sv, 1, dv, 1);
             }
     }
     if (q->kind == AMX_BF16)
@@ -237,7 +245,7 @@ void xconv__amx_copy_segment(const amx_task *t, int64_t line, int64_t ua, int64_
                 else if (q->red == 4)
                     take_split(sg, p->x_sc, d, p->cin_g, false);
                 else
-                    take_values(p->x_dtype, sg, p->x_sc, d, p->cin_g);
+                    take_values(t, p->x_dtype, sg, p->x_sc, d, p->cin_g);
                 if (scan || q->red == 4)
                     xconv__amx_bf16_scan((const uint16_t *)(const void *)d, p->cin_g * q->red, &emin, &emax);
                 memset(d + p->cin_g * q->red * q->es, 0, (size_t)((q->cp - p->cin_g * q->red) * q->es));
