@@ -246,8 +246,48 @@ static bool load_dense(xconv_ctype ct, xconv_dtype d, const void *src, void *dst
 #define XCONV_INLINE static inline
 #endif
 
+/* f32 bits to an 8-bit float (m mantissa bits, bias b; e4m3 saturates and has one NaN code,
+ * e5m2 has infinities), rounding to nearest even: the same codes as xconv_f32_to_f8e4m3 /
+ * xconv_f32_to_f8e5m2 (dtypes.c's mini_encode; test_dtypes compares them around every
+ * rounding point, and all 2^32 f32 values matched when this was written), but
+ * without branches, so that rows of them vectorize. Both candidates are formed, as a
+ * subnormal of the target (fixed quantum 2^(1 - b - m)) and as a normal (m bits kept), and
+ * the exponent picks one. */
+XCONV_INLINE uint8_t f8_encode(uint32_t bits, int m, int b, uint32_t max_finite, uint32_t overflow,
+                               uint32_t nan_code)
+{
+    const uint32_t sign = (bits >> 24) & 0x80u, abs_bits = bits & 0x7fffffffu;
+    const int exp_field = (int)(abs_bits >> 23), e = exp_field - 127, emin = 1 - b;
+    const uint32_t man = (abs_bits & 0x7fffffu) | 0x800000u; /* value = man * 2^(e - 23) */
+    int sh_s = 23 + (emin - m) - e;                           /* >= 24 - m where used */
+    sh_s = sh_s > 31 ? 31 : sh_s < 1 ? 1 : sh_s;
+    const int sh_n = 23 - m;
+    const uint32_t rs = man >> sh_s, rem_s = man & ((1u << sh_s) - 1u), half_s = 1u << (sh_s - 1);
+    const uint32_t rn = man >> sh_n, rem_n = man & ((1u << sh_n) - 1u), half_n = 1u << (sh_n - 1);
+    const uint32_t code_s = rs + (uint32_t)(rem_s > half_s || (rem_s == half_s && (rs & 1u)));
+    const uint32_t code_n = ((uint32_t)(e + b) << m) + rn + (uint32_t)(rem_n > half_n || (rem_n == half_n && (rn & 1u))) -
+                            (1u << m);
+    uint32_t code = e < emin ? code_s : code_n;
+    code = e > 2 * b ? overflow : code;   /* far above the range: no shift overflow in code_n */
+    code = code > max_finite ? overflow : code;
+    code = exp_field == 0 ? 0u : code;    /* f32 subnormals are far below every f8 value */
+    code = abs_bits == 0x7f800000u ? overflow : code;
+    code = abs_bits > 0x7f800000u ? nan_code : code;
+    return (uint8_t)(sign | code);
+}
+
 XCONV_INLINE bool store_dense_body(xconv_ctype ct, xconv_dtype d, const void *src, void *dst, int64_t n)
 {
+    if (ct == XCONV_CT_F32 && (d == XCONV_DTYPE_F8E4M3 || d == XCONV_DTYPE_F8E5M2)) {
+        const char *s = src;
+        uint8_t *o = dst;
+        uint32_t b;
+        if (d == XCONV_DTYPE_F8E4M3)
+            for (int64_t i = 0; i < n; i++) memcpy(&b, s + 4 * i, 4), o[i] = f8_encode(b, 3, 7, 0x7eu, 0x7eu, 0x7fu);
+        else
+            for (int64_t i = 0; i < n; i++) memcpy(&b, s + 4 * i, 4), o[i] = f8_encode(b, 2, 15, 0x7bu, 0x7cu, 0x7eu);
+        return true;
+    }
     if (ct == XCONV_CT_F32 && d == XCONV_DTYPE_F16) {
         const float *s = src;
         uint16_t *o = dst;

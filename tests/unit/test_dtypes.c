@@ -684,6 +684,36 @@ static void test_dense_f16(void)
     }
 }
 
+/* The dense f32 -> f8 rows (src/core/convert.c's branch-free encoder) against the scalar
+ * xconv_f32_to_f8e4m3 / e5m2 (dtypes.c's mini_encode): every f32 whose upper 16 bits take
+ * each of their 65536 values (sign, exponent, the top 7 mantissa bits: every rounding point
+ * of both formats, normal and subnormal, lies there) with lower halves that make exact
+ * ties, one past them, one below, all ones and random bits. */
+static void test_dense_f8(void)
+{
+    static float f[65536];
+    static uint8_t out[65536];
+    static const uint32_t LOW[] = {0x0000u, 0x0001u, 0xffffu, 0x8000u, 0x7fffu};
+    tu_rng r = {0x0f8e4a3e5a2ull};
+    for (int fmt = 0; fmt < 2; fmt++) {
+        const xconv_dtype dt = fmt ? XCONV_DTYPE_F8E5M2 : XCONV_DTYPE_F8E4M3;
+        int bad = 0;
+        for (int round = 0; round < 7; round++) {
+            for (uint32_t hi = 0; hi < 65536; hi++) {
+                const uint32_t lo = round < 5 ? LOW[round] : (uint32_t)(tu_next(&r) & 0xffffu);
+                f[hi] = f32_of_bits(hi << 16 | lo);
+            }
+            xconv__store_row(XCONV_CT_F32, dt, f, out, 1, 65536);
+            for (uint32_t hi = 0; hi < 65536; hi++) {
+                const uint8_t want = fmt ? xconv_f32_to_f8e5m2(f[hi]) : xconv_f32_to_f8e4m3(f[hi]);
+                bad += out[hi] != want;
+            }
+        }
+        XT_CHECK(bad == 0, "store_row f32 -> %s: %d of 458752 differ from the scalar encoder",
+                 fmt ? "f8e5m2" : "f8e4m3", bad);
+    }
+}
+
 int main(void)
 {
     test_table();
@@ -694,5 +724,6 @@ int main(void)
     test_round_once();
     test_dense_rows();
     test_dense_f16();
+    test_dense_f8();
     return xt_finish("test_dtypes");
 }
