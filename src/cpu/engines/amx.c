@@ -500,11 +500,11 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
     amx_pending pd = {.t = t, .rows = NULL, .scan = NULL, .emin = 255, .emax = 0};
     amx_rows lists[2];
     int list = 0;
-    amx_unit units[2];
-    unit_at(t, begin, &units[0]);
+    amx_unit units[2]; /* this unit's place and the previous one's */
     for (int64_t unit = begin; unit < end; unit++) {
-        const amx_unit *u = &units[(unit - begin) & 1], *prev = unit > begin ? &units[(unit - begin + 1) & 1] : NULL;
-        amx_unit *next = &units[(unit - begin + 1) & 1];
+        amx_unit *u = &units[(unit - begin) & 1];
+        const amx_unit *prev = unit > begin ? &units[(unit - begin + 1) & 1] : NULL;
+        unit_at(t, unit, u);
         const bool new_block = !prev || u->sb != prev->sb || u->nl != prev->nl || u->v0 != prev->v0;
         const char *image =
             q->direct ? (const char *)t->e->x + (p->x_off + (t->n0 + u->nl) * p->x_sn + u->g * p->cin_g) *
@@ -524,7 +524,6 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
             a[i] = image + (size_t)(tp->pos + u->v0) * q->row_bytes;
             bt[i] = wpanel + (size_t)tp->kk * q->tap_bytes;
         }
-        if (unit + 1 < end) unit_at(t, unit + 1, next);
         char *c = sl + (size_t)(unit & 1) * 4096;
         const amx_block_args k = {
             .ntaps = u->sb->ntaps,
