@@ -624,13 +624,14 @@ static xconv_status amx_run(const xconv_exec *e, xconv_error *err)
     const int threads = xconv_context_threads(e->ctx);
 
     /* a bias in the denormal range would be flushed from the tiles' initial value */
-    if (p->has_bias && bias_tiles(e, &q, ws + q.bias) && scan) goto fallback;
+    if (p->has_bias && bias_tiles(e, &q, ws + q.bias) && q.kind == AMX_BF16) goto fallback;
     amx_tap *taps = (amx_tap *)(void *)(ws + q.taps);
     amx_subs(p, &q, taps);
     t.taps = taps;
     t.scan = scan && q.direct;
-    t.pos_lo = t.pos_hi = taps[0].pos;
+    t.pos_lo = t.pos_hi = 0;
     for (int64_t i = 0; i < q.ntaps; i++) {
+        if (i == 0) t.pos_lo = t.pos_hi = taps[0].pos;
         t.pos_lo = taps[i].pos < t.pos_lo ? taps[i].pos : t.pos_lo;
         t.pos_hi = taps[i].pos > t.pos_hi ? taps[i].pos : t.pos_hi;
     }
