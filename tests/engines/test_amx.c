@@ -19,7 +19,7 @@
  *     written.
  * bf16 inputs in the denormal range (which AMX flushes) must still meet the tolerance: the
  * engine sends them to the f32 kernels, checked with values scaled down to 2^-120.
- * Row mode's Inf and NaN inputs are checked the same way.
+ * Row mode's Inf and NaN inputs are checked the same way, and a bias of f32 denormals.
  * A CPU or OS without AMX makes cpu.amx unsupported: the test then checks that forcing it
  * fails with a clear message and that the planner never picks it.
  */
@@ -170,6 +170,49 @@ static void check_tiny(void)
     }
 }
 
+/* A bias of f32 denormals (which AMX would flush from the tiles' initial value) over zero x:
+ * y must be the bias itself, for bf16, f16 and e4m3 x (cpu.amx takes the f32 path). */
+static void check_tiny_bias(void)
+{
+    const xconv_dtype dts[3] = {XCONV_DTYPE_BF16, XCONV_DTYPE_F16, XCONV_DTYPE_F8E4M3};
+    for (int k = 0; k < 3; k++) {
+        tu_problem p;
+        memset(&p, 0, sizeof p);
+        CASE_GEOMETRY(&p, &CASES[2]);
+        p.layout = XCONV_LAYOUT_CHANNELS_LAST, p.xdt = dts[k], p.ydt = XCONV_DTYPE_F32, p.has_bias = true;
+        tu_problem_finish(&p);
+        int64_t xs[XCONV_MAX_RANK], ws[XCONV_MAX_RANK], bs[1], ys[XCONV_MAX_RANK];
+        tu_shapes(&p, xs, ws, bs, ys);
+        const int rank = p.d + 2;
+        xconv_tensor x = make_view(p.xdt, rank, xs, V_DENSE, 0, false);
+        xconv_tensor w = make_view(p.xdt, rank, ws, V_DENSE, 0, false);
+        xconv_tensor b = make_view(p.ydt, 1, bs, V_DENSE, 0, false);
+        xconv_tensor y = make_view(p.ydt, rank, ys, V_DENSE, 0, true);
+        tu_rng r = {0xb1a5 + (uint64_t)k};
+        fill_all(&w, &r);
+        memset(x.data, 0, view_bytes(&x));
+        for (int64_t c = 0; c < p.cout; c++) {
+            const uint32_t bits = 0x00000100u * (uint32_t)(c + 1) | (c % 2 ? 0x80000000u : 0u);
+            memcpy((char *)b.data + 4 * c, &bits, 4);
+        }
+        xconv_error err;
+        const char *used = NULL;
+        xconv_status st = tu_conv(CTX[1], &p, &x, &w, &b, &y, "cpu.amx", &used, &err);
+        XT_CHECK(st == XCONV_STATUS_OK, "denormal bias [cpu.amx]: %s", err.description);
+        int64_t bad = 0, idx[XCONV_MAX_RANK] = {0}, j[3];
+        for (int64_t c = 0; c < p.cout; c++)
+            for (j[0] = 0; j[0] < p.y[0]; j[0]++)
+                for (j[1] = 0; j[1] < p.y[1]; j[1]++)
+                    for (j[2] = 0; j[2] < p.y[2]; j[2]++) {
+                        tu_act_index(p.layout, p.d, 0, c, j, idx);
+                        bad += memcmp((char *)y.data + 4 * tu_offset(&y, idx), (char *)b.data + 4 * c, 4) != 0;
+                    }
+        XT_CHECK(bad == 0, "denormal bias over zero x, %s: %" PRId64 " outputs are not the bias",
+                 tu_info(p.xdt)->name, bad);
+        free(x.data), free(w.data), free(b.data), free(y.data);
+    }
+}
+
 /* Row mode with an Inf and a NaN in x (and once in w): the outputs they reach are Inf or
  * NaN as in cpu.ref, and no other output may turn NaN through the zero weights past a
  * kernel row's run, nor have no exact bf16 halves (split f16): cpu.amx hands such x to the
@@ -231,6 +274,7 @@ int main(void)
         check_engine_table(CTX, "cpu.amx", CASES, NCASES, PAIRS, NPAIRS, table_view, TV_NAMES,
                            TV_COUNT, 0, &r);
         check_tiny();
+        check_tiny_bias();
         check_nonfinite();
     }
     for (int t = 1; t <= 3; t++) xconv_context_destroy(CTX[t]);
