@@ -264,9 +264,10 @@ XCONV_INLINE uint8_t f8_encode(uint32_t bits, int m, int b, uint32_t max_finite,
     const int sh_n = 23 - m;
     const uint32_t rs = man >> sh_s, rem_s = man & ((1u << sh_s) - 1u), half_s = 1u << (sh_s - 1);
     const uint32_t rn = man >> sh_n, rem_n = man & ((1u << sh_n) - 1u), half_n = 1u << (sh_n - 1);
-    const uint32_t code_s = rs + (uint32_t)(rem_s > half_s || (rem_s == half_s && (rs & 1u)));
-    const uint32_t code_n = ((uint32_t)(e + b) << m) + rn + (uint32_t)(rem_n > half_n || (rem_n == half_n && (rn & 1u))) -
-                            (1u << m);
+    /* ties to even, as bit operations (no short-circuit branches, which stop vectorizing) */
+    const uint32_t code_s = rs + ((uint32_t)(rem_s > half_s) | ((uint32_t)(rem_s == half_s) & rs & 1u));
+    const uint32_t code_n = ((uint32_t)(e + b) << m) + rn +
+                            ((uint32_t)(rem_n > half_n) | ((uint32_t)(rem_n == half_n) & rn & 1u)) - (1u << m);
     uint32_t code = e < emin ? code_s : code_n;
     code = e > 2 * b ? overflow : code;   /* far above the range: no shift overflow in code_n */
     code = code > max_finite ? overflow : code;
