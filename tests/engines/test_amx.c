@@ -88,31 +88,71 @@ static const xconv_dtype PAIRS[][2] = {
 };
 #define NPAIRS ((int)(sizeof PAIRS / sizeof PAIRS[0]))
 
+/* A table case as dense tensors: x, w, bias and two y buffers (canary-filled). */
+typedef struct dense_problem {
+    tu_problem   p;
+    xconv_tensor x, w, b, y, yr;
+} dense_problem;
+
+static dense_problem dense_of(int ci, xconv_layout L, xconv_dtype xdt, xconv_dtype ydt, bool bias)
+{
+    dense_problem d;
+    memset(&d, 0, sizeof d);
+    CASE_GEOMETRY(&d.p, &CASES[ci]);
+    d.p.layout = L, d.p.xdt = xdt, d.p.ydt = ydt, d.p.has_bias = bias;
+    tu_problem_finish(&d.p);
+    int64_t xs[XCONV_MAX_RANK], ws[XCONV_MAX_RANK], bs[1], ys[XCONV_MAX_RANK];
+    tu_shapes(&d.p, xs, ws, bs, ys);
+    const int rank = d.p.d + 2;
+    d.x = make_view(xdt, rank, xs, V_DENSE, 0, false);
+    d.w = make_view(xdt, rank, ws, V_DENSE, 0, false);
+    d.b = make_view(ydt, 1, bs, V_DENSE, 0, false);
+    d.y = make_view(ydt, rank, ys, V_DENSE, 0, true);
+    d.yr = make_view(ydt, rank, ys, V_DENSE, 0, true);
+    return d;
+}
+
+static void dense_free(dense_problem *d)
+{
+    free(d->x.data), free(d->w.data), free(d->b.data), free(d->y.data), free(d->yr.data);
+}
+
+/* cpu.amx (2 threads) against cpu.ref on d's values: within the tolerance, Inf and NaN
+ * where cpu.ref has them. */
+static void check_against_ref(dense_problem *d, const char *label)
+{
+    xconv_error err;
+    const char *used = NULL;
+    xconv_status st = tu_conv(CTX[2], &d->p, &d->x, &d->w, &d->b, &d->yr, "cpu.ref", &used, &err);
+    XT_CHECK(st == XCONV_STATUS_OK, "%s [cpu.ref]: %s", label, err.description);
+    st = tu_conv(CTX[2], &d->p, &d->x, &d->w, &d->b, &d->y, "cpu.amx", &used, &err);
+    XT_CHECK(st == XCONV_STATUS_OK, "%s [cpu.amx]: %s", label, err.description);
+    tu_val *exact = malloc(sizeof(tu_val) * (size_t)tu_ycount(&d->p));
+    double *mag = malloc(sizeof(double) * (size_t)tu_ycount(&d->p));
+    tu_ref_conv(&d->p, &d->x, &d->w, &d->b, exact, mag);
+    int64_t nonzero = 0;
+    for (int64_t i = 0; i < tu_ycount(&d->p); i++) nonzero += exact[i].re != 0.0;
+    XT_CHECK(nonzero > 0, "%s: the sums should not all be zero", label);
+    const int64_t bad = compare_outputs(&d->p, &d->y, &d->yr, mag, label);
+    XT_CHECK(bad == 0, "%s: %" PRId64 " elements differ from cpu.ref", label, bad);
+    free(exact), free(mag);
+}
+
 /* Without AMX: forcing cpu.amx is an error that names the engine, and no plan picks it. */
 static void check_absent(void)
 {
-    tu_problem p;
-    memset(&p, 0, sizeof p);
-    CASE_GEOMETRY(&p, &CASES[2]);
-    p.layout = XCONV_LAYOUT_CHANNELS_LAST, p.xdt = p.ydt = XCONV_DTYPE_BF16;
-    tu_problem_finish(&p);
-    int64_t xs[XCONV_MAX_RANK], ws[XCONV_MAX_RANK], bs[1], ys[XCONV_MAX_RANK];
-    tu_shapes(&p, xs, ws, bs, ys);
-    xconv_tensor x = make_view(p.xdt, 4, xs, V_DENSE, 0, false);
-    xconv_tensor w = make_view(p.xdt, 4, ws, V_DENSE, 0, false);
-    xconv_tensor b = make_view(p.ydt, 1, bs, V_DENSE, 0, false);
-    xconv_tensor y = make_view(p.ydt, 4, ys, V_DENSE, 0, true);
+    dense_problem d = dense_of(2, XCONV_LAYOUT_CHANNELS_LAST, XCONV_DTYPE_BF16, XCONV_DTYPE_BF16, false);
     tu_rng r = {7};
-    fill_all(&x, &r), fill_all(&w, &r);
+    fill_all(&d.x, &r), fill_all(&d.w, &r);
     xconv_error err;
     const char *used = NULL;
-    xconv_status st = tu_conv(CTX[1], &p, &x, &w, &b, &y, "cpu.amx", &used, &err);
+    xconv_status st = tu_conv(CTX[1], &d.p, &d.x, &d.w, &d.b, &d.y, "cpu.amx", &used, &err);
     XT_CHECK(st != XCONV_STATUS_OK && strstr(err.description, "AMX"),
              "forcing cpu.amx without AMX: status %d, \"%s\"", (int)st, err.description);
-    st = tu_conv(CTX[1], &p, &x, &w, &b, &y, NULL, &used, &err);
+    st = tu_conv(CTX[1], &d.p, &d.x, &d.w, &d.b, &d.y, NULL, &used, &err);
     XT_CHECK(st == XCONV_STATUS_OK && used && strcmp(used, "cpu.amx") != 0,
              "the planner picked %s without AMX", used ? used : "(none)");
-    free(x.data), free(w.data), free(b.data), free(y.data);
+    dense_free(&d);
 }
 
 /* Every nonzero finite bf16 value of t's buffer moved to a binade in [2^-70, 2^-63): the
@@ -133,40 +173,14 @@ static void shrink_bf16(xconv_tensor *t)
 static void check_tiny(void)
 {
     for (int ci = 1; ci <= 3; ci++) {
-        tu_problem p;
-        memset(&p, 0, sizeof p);
-        CASE_GEOMETRY(&p, &CASES[ci]);
-        p.layout = XCONV_LAYOUT_CHANNELS_LAST, p.xdt = XCONV_DTYPE_BF16, p.ydt = XCONV_DTYPE_F32;
-        tu_problem_finish(&p);
-        int64_t xs[XCONV_MAX_RANK], ws[XCONV_MAX_RANK], bs[1], ys[XCONV_MAX_RANK];
-        tu_shapes(&p, xs, ws, bs, ys);
-        const int rank = p.d + 2;
-        xconv_tensor x = make_view(p.xdt, rank, xs, V_DENSE, 0, false);
-        xconv_tensor w = make_view(p.xdt, rank, ws, V_DENSE, 0, false);
-        xconv_tensor b = make_view(p.ydt, 1, bs, V_DENSE, 0, false);
-        xconv_tensor yr = make_view(p.ydt, rank, ys, V_DENSE, 0, true);
-        xconv_tensor y = make_view(p.ydt, rank, ys, V_DENSE, 0, true);
+        dense_problem d = dense_of(ci, XCONV_LAYOUT_CHANNELS_LAST, XCONV_DTYPE_BF16, XCONV_DTYPE_F32, false);
         tu_rng r = {0x7a11 + (uint64_t)ci};
-        fill_all(&x, &r), fill_all(&w, &r);
-        shrink_bf16(&x), shrink_bf16(&w);
-        xconv_error err;
-        const char *used = NULL;
-        xconv_status st = tu_conv(CTX[2], &p, &x, &w, &b, &yr, "cpu.ref", &used, &err);
-        XT_CHECK(st == XCONV_STATUS_OK, "tiny %s [cpu.ref]: %s", CASES[ci].name, err.description);
-        st = tu_conv(CTX[2], &p, &x, &w, &b, &y, "cpu.amx", &used, &err);
-        XT_CHECK(st == XCONV_STATUS_OK, "tiny %s [cpu.amx]: %s", CASES[ci].name, err.description);
-        tu_val *exact = malloc(sizeof(tu_val) * (size_t)tu_ycount(&p));
-        double *mag = malloc(sizeof(double) * (size_t)tu_ycount(&p));
-        tu_ref_conv(&p, &x, &w, &b, exact, mag);
-        int64_t nonzero = 0;
-        for (int64_t i = 0; i < tu_ycount(&p); i++) nonzero += exact[i].re != 0.0;
-        XT_CHECK(nonzero > 0, "tiny %s: the products should not all be zero", CASES[ci].name);
+        fill_all(&d.x, &r), fill_all(&d.w, &r);
+        shrink_bf16(&d.x), shrink_bf16(&d.w);
         char label[200];
         snprintf(label, sizeof label, "tiny products, %s", CASES[ci].name);
-        const int64_t bad = compare_outputs(&p, &y, &yr, mag, label);
-        XT_CHECK(bad == 0, "%s: %" PRId64 " elements differ from cpu.ref", label, bad);
-        free(exact), free(mag);
-        free(x.data), free(w.data), free(b.data), free(yr.data), free(y.data);
+        check_against_ref(&d, label);
+        dense_free(&d);
     }
 }
 
@@ -176,40 +190,29 @@ static void check_tiny_bias(void)
 {
     const xconv_dtype dts[3] = {XCONV_DTYPE_BF16, XCONV_DTYPE_F16, XCONV_DTYPE_F8E4M3};
     for (int k = 0; k < 3; k++) {
-        tu_problem p;
-        memset(&p, 0, sizeof p);
-        CASE_GEOMETRY(&p, &CASES[2]);
-        p.layout = XCONV_LAYOUT_CHANNELS_LAST, p.xdt = dts[k], p.ydt = XCONV_DTYPE_F32, p.has_bias = true;
-        tu_problem_finish(&p);
-        int64_t xs[XCONV_MAX_RANK], ws[XCONV_MAX_RANK], bs[1], ys[XCONV_MAX_RANK];
-        tu_shapes(&p, xs, ws, bs, ys);
-        const int rank = p.d + 2;
-        xconv_tensor x = make_view(p.xdt, rank, xs, V_DENSE, 0, false);
-        xconv_tensor w = make_view(p.xdt, rank, ws, V_DENSE, 0, false);
-        xconv_tensor b = make_view(p.ydt, 1, bs, V_DENSE, 0, false);
-        xconv_tensor y = make_view(p.ydt, rank, ys, V_DENSE, 0, true);
+        dense_problem d = dense_of(2, XCONV_LAYOUT_CHANNELS_LAST, dts[k], XCONV_DTYPE_F32, true);
         tu_rng r = {0xb1a5 + (uint64_t)k};
-        fill_all(&w, &r);
-        memset(x.data, 0, view_bytes(&x));
-        for (int64_t c = 0; c < p.cout; c++) {
+        fill_all(&d.w, &r);
+        memset(d.x.data, 0, view_bytes(&d.x));
+        for (int64_t c = 0; c < d.p.cout; c++) {
             const uint32_t bits = 0x00000100u * (uint32_t)(c + 1) | (c % 2 ? 0x80000000u : 0u);
-            memcpy((char *)b.data + 4 * c, &bits, 4);
+            memcpy((char *)d.b.data + 4 * c, &bits, 4);
         }
         xconv_error err;
         const char *used = NULL;
-        xconv_status st = tu_conv(CTX[1], &p, &x, &w, &b, &y, "cpu.amx", &used, &err);
+        xconv_status st = tu_conv(CTX[1], &d.p, &d.x, &d.w, &d.b, &d.y, "cpu.amx", &used, &err);
         XT_CHECK(st == XCONV_STATUS_OK, "denormal bias [cpu.amx]: %s", err.description);
         int64_t bad = 0, idx[XCONV_MAX_RANK] = {0}, j[3];
-        for (int64_t c = 0; c < p.cout; c++)
-            for (j[0] = 0; j[0] < p.y[0]; j[0]++)
-                for (j[1] = 0; j[1] < p.y[1]; j[1]++)
-                    for (j[2] = 0; j[2] < p.y[2]; j[2]++) {
-                        tu_act_index(p.layout, p.d, 0, c, j, idx);
-                        bad += memcmp((char *)y.data + 4 * tu_offset(&y, idx), (char *)b.data + 4 * c, 4) != 0;
+        for (int64_t c = 0; c < d.p.cout; c++)
+            for (j[0] = 0; j[0] < d.p.y[0]; j[0]++)
+                for (j[1] = 0; j[1] < d.p.y[1]; j[1]++)
+                    for (j[2] = 0; j[2] < d.p.y[2]; j[2]++) {
+                        tu_act_index(d.p.layout, d.p.d, 0, c, j, idx);
+                        bad += memcmp((char *)d.y.data + 4 * tu_offset(&d.y, idx), (char *)d.b.data + 4 * c, 4) != 0;
                     }
         XT_CHECK(bad == 0, "denormal bias over zero x, %s: %" PRId64 " outputs are not the bias",
-                 tu_info(p.xdt)->name, bad);
-        free(x.data), free(w.data), free(b.data), free(y.data);
+                 tu_info(dts[k])->name, bad);
+        dense_free(&d);
     }
 }
 
@@ -221,42 +224,19 @@ static void check_nonfinite(void)
 {
     const xconv_dtype dts[3] = {XCONV_DTYPE_BF16, XCONV_DTYPE_F8E5M2, XCONV_DTYPE_F16};
     for (int k = 0; k < 6; k++) {
-        tu_problem p;
-        memset(&p, 0, sizeof p);
-        CASE_GEOMETRY(&p, &CASES[8]);
-        p.layout = k & 1 ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST;
-        p.xdt = dts[k >> 1], p.ydt = XCONV_DTYPE_F32, p.has_bias = true;
-        tu_problem_finish(&p);
-        int64_t xs[XCONV_MAX_RANK], ws[XCONV_MAX_RANK], bs[1], ys[XCONV_MAX_RANK];
-        tu_shapes(&p, xs, ws, bs, ys);
-        const int rank = p.d + 2;
-        xconv_tensor x = make_view(p.xdt, rank, xs, V_DENSE, 0, false);
-        xconv_tensor w = make_view(p.xdt, rank, ws, V_DENSE, 0, false);
-        xconv_tensor b = make_view(p.ydt, 1, bs, V_DENSE, 0, false);
-        xconv_tensor yr = make_view(p.ydt, rank, ys, V_DENSE, 0, true);
-        xconv_tensor y = make_view(p.ydt, rank, ys, V_DENSE, 0, true);
+        const xconv_layout L = k & 1 ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST;
+        dense_problem d = dense_of(8, L, dts[k >> 1], XCONV_DTYPE_F32, true);
         tu_rng r = {0xf1a7 + (uint64_t)k};
-        fill_all(&x, &r), fill_all(&w, &r), fill_all(&b, &r);
-        const int64_t nx = tu_numel(rank, xs);
-        tu_store(p.xdt, x.data, nx / 3, (tu_val){0, INFINITY, 0.0});
-        tu_store(p.xdt, x.data, 2 * nx / 3, (tu_val){0, NAN, 0.0});
-        if (k % 2 == 1) tu_store(p.xdt, w.data, 5, (tu_val){0, -INFINITY, 0.0});
-        xconv_error err;
-        const char *used = NULL;
-        xconv_status st = tu_conv(CTX[2], &p, &x, &w, &b, &yr, "cpu.ref", &used, &err);
-        XT_CHECK(st == XCONV_STATUS_OK, "non-finite [cpu.ref]: %s", err.description);
-        st = tu_conv(CTX[2], &p, &x, &w, &b, &y, "cpu.amx", &used, &err);
-        XT_CHECK(st == XCONV_STATUS_OK, "non-finite [cpu.amx]: %s", err.description);
-        tu_val *exact = malloc(sizeof(tu_val) * (size_t)tu_ycount(&p));
-        double *mag = malloc(sizeof(double) * (size_t)tu_ycount(&p));
-        tu_ref_conv(&p, &x, &w, &b, exact, mag);
+        fill_all(&d.x, &r), fill_all(&d.w, &r), fill_all(&d.b, &r);
+        const int64_t nx = tu_numel(d.x.rank, d.x.shape);
+        tu_store(d.p.xdt, d.x.data, nx / 3, (tu_val){0, INFINITY, 0.0});
+        tu_store(d.p.xdt, d.x.data, 2 * nx / 3, (tu_val){0, NAN, 0.0});
+        if (k % 2 == 1) tu_store(d.p.xdt, d.w.data, 5, (tu_val){0, -INFINITY, 0.0});
         char label[200];
         snprintf(label, sizeof label, "Inf and NaN in x%s, %s, %s", k % 2 ? " and w" : "",
-                 tu_info(p.xdt)->name, k & 1 ? "channels_last" : "channels_first");
-        const int64_t bad = compare_outputs(&p, &y, &yr, mag, label);
-        XT_CHECK(bad == 0, "%s: %" PRId64 " elements differ from cpu.ref", label, bad);
-        free(exact), free(mag);
-        free(x.data), free(w.data), free(b.data), free(yr.data), free(y.data);
+                 tu_info(d.p.xdt)->name, k & 1 ? "channels_last" : "channels_first");
+        check_against_ref(&d, label);
+        dense_free(&d);
     }
 }
 

@@ -567,6 +567,13 @@ static void copy_range(void *arg, int64_t begin, int64_t end, int slot)
     }
 }
 
+/* f8 x: its 256 values in bf16, for the packing and the copy. */
+static void f8_values(amx_task *t)
+{
+    const xconv_dtype dt = t->e->p->x_dtype;
+    if (dt == XCONV_DTYPE_F8E4M3 || dt == XCONV_DTYPE_F8E5M2) xconv__amx_f8_table(dt, t->f8);
+}
+
 static int fold_emin(const int *emin, int count)
 {
     int m = 255;
@@ -609,8 +616,7 @@ static xconv_status amx_run(const xconv_exec *e, xconv_error *err)
     for (int i = 0; i < 256; i++) emin[i] = 255, emax[i] = 0;
     amx_task t = {.e = e, .q = &q, .ws = ws, .emin = emin, .emax = emax,
                   .blob = p->prepacked ? (const char *)e->packed : ws};
-    if (p->x_dtype == XCONV_DTYPE_F8E4M3 || p->x_dtype == XCONV_DTYPE_F8E5M2)
-        xconv__amx_f8_table(p->x_dtype, t.f8);
+    f8_values(&t);
     if (!p->prepacked) xconv__amx_pack_all(e->ctx, &t);
     int w_head[2];
     memcpy(w_head, t.blob, sizeof w_head);
@@ -678,8 +684,7 @@ static void amx_prepack(const xconv_canon *p, xconv_context *ctx, const void *w,
     amx_geom_of(p, &q);
     const xconv_exec e = {.p = p, .ctx = ctx, .w = w};
     amx_task t = {.e = &e, .q = &q, .blob = packed};
-    if (p->x_dtype == XCONV_DTYPE_F8E4M3 || p->x_dtype == XCONV_DTYPE_F8E5M2)
-        xconv__amx_f8_table(p->x_dtype, t.f8);
+    f8_values(&t);
     xconv__amx_pack_all(ctx, &t);
 }
 
