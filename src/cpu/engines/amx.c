@@ -20,8 +20,9 @@
  * by group, then by a range of panels whose weights fit in L2 (about 1 MiB), then by block,
  * then by panel: a block's A rows stay in L1 while the range's panels use them, and each
  * thread's static range of units keeps few panels' weights hot. One unit per output, so
- * results are the same bits for any thread count. y is written from each block's C
- * through xconv__store_rows (bias in the tiles' initial value).
+ * results are the same bits for any thread count. y is written from each block's C (the bias
+ * is the tiles' initial value) by AVX-512 stores for dense bf16 / f32 / 32-bit / 8-bit y,
+ * else through xconv__store_rows, while the next block's products run.
  *
  * AMX treats bf16 denormals as zero and flushes f32 results below 2^-126. Before it runs, the
  * engine checks the smallest nonzero exponents of x and w: when products could fall below
@@ -32,6 +33,7 @@
  * Assumes: a validated canonical problem on the CPU.
  */
 #include "cpu/engines/amx.h"
+#include "cpu/engines/igemm.h"
 
 #include <string.h>
 
@@ -41,21 +43,6 @@
 #define AMX_SAFE_EMIN  (254 - 90)        /* emin(x) + emin(w) below this: f32 fallback */
 
 extern const xconv_engine xconv__engine_cpu_igemm;
-
-static size_t align64(size_t v) { return (v + 63) & ~(size_t)63; }
-
-/* The workspace a plan may use: max(16 MiB, 10% of the bytes of x, w and y). */
-static double amx_budget(const xconv_canon *p)
-{
-    const double xb = (double)p->n * (double)p->cin * (double)xconv__prod3(p->x_size) *
-                      (double)xconv_dtype_size(p->x_dtype);
-    const double yb = (double)p->n * (double)p->cout * (double)xconv__prod3(p->y_size) *
-                      (double)xconv_dtype_size(p->y_dtype);
-    const double wb = (double)p->groups * (double)p->cout_g * (double)p->cin_g *
-                      (double)xconv__prod3(p->k_size) * (double)xconv_dtype_size(p->x_dtype);
-    const double tenth = 0.1 * (xb + yb + wb), floor = (double)(16 << 20);
-    return tenth > floor ? tenth : floor;
-}
 
 /* The tile kind for p's dtypes, or -1. */
 static int amx_kind_of(const xconv_canon *p)
@@ -254,13 +241,14 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q)
         }
         if (q->row) q->ph[2] = 1; /* rows of q2 * s2 pixels; A rows start s2 pixels apart */
     }
+    q->row_bytes = q->direct ? (size_t)p->x_ss[2] * xes
+                   : q->row  ? (size_t)(p->stride[2] * p->cin * q->red * q->es)
+                             : (size_t)(p->groups * q->cp * q->es);
     /* the copy of one image must fit the budget (and its sizes 64 bits) before any
      * product of them is formed: padding and dilation may be huge */
-    const double budget = amx_budget(p);
+    const double budget = xconv__igemm_budget(p);
     if (!q->direct) {
-        const double rb = q->row ? (double)(p->stride[2] * p->cin * q->red * q->es)
-                                 : (double)(p->groups * q->cp * q->es);
-        double image_d = rb;
+        double image_d = (double)q->row_bytes;
         for (int d = 0; d < 3; d++) image_d *= (double)q->q[d] * (double)q->ph[d];
         if (image_d > budget) {
             q->why_not = "cpu.amx's copy of one image of x would break the workspace budget";
@@ -269,9 +257,6 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q)
     }
     q->plane = xconv__prod3(q->q);
     q->image = q->plane * xconv__prod3(q->ph);
-    q->row_bytes = q->direct ? (size_t)p->x_ss[2] * xes
-                   : q->row  ? (size_t)(p->stride[2] * p->cin * q->red * q->es)
-                             : (size_t)(p->groups * q->cp * q->es);
     amx_subs(p, q, NULL);
     q->tap_bytes = (size_t)q->ksteps * 2048;
     /* positions past its own that an A row reads (row mode: a step past its pixels) */
@@ -296,18 +281,18 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q)
     const size_t blob =
         AMX_BLOB_HEADER + (size_t)(p->groups * q->panels) * (size_t)q->wtaps * q->tap_bytes;
     q->blob = blob;
-    size_t off = p->prepacked ? 0 : align64(blob);
+    size_t off = p->prepacked ? 0 : xconv__align64(blob);
     q->bias = off;
-    if (p->has_bias) off += align64((size_t)(p->groups * q->panels) * 2048);
+    if (p->has_bias) off += xconv__align64((size_t)(p->groups * q->panels) * 2048);
     q->taps = off;
-    off += align64((size_t)q->ntaps * sizeof(amx_tap));
+    off += xconv__align64((size_t)q->ntaps * sizeof(amx_tap));
     q->xbuf = off;
     if (!q->direct) {
         const double image_bytes = (double)q->image * (double)q->row_bytes;
         int64_t chunk = (int64_t)((double)AMX_XBUF_BYTES / image_bytes);
         q->chunk_n = chunk < 1 ? 1 : chunk > p->n ? (p->n > 0 ? p->n : 1) : chunk;
         /* row mode: the last row's A reads up to a step past its pixels */
-        off += align64((size_t)((double)q->chunk_n * image_bytes) + (size_t)(q->kstep * q->es));
+        off += xconv__align64((size_t)((double)q->chunk_n * image_bytes) + (size_t)(q->kstep * q->es));
     } else {
         q->chunk_n = p->n > 0 ? p->n : 1;
     }
@@ -315,7 +300,7 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q)
     for (int64_t i = 0; i < q->nsub; i++) most = q->sub[i].ntaps > most ? q->sub[i].ntaps : most;
     q->segs = (q->q[2] + AMX_SEGMENT - 1) / AMX_SEGMENT;
     q->slots = off;
-    q->slot_bytes = 8192 + align64((size_t)most * 2 * sizeof(void *));
+    q->slot_bytes = 8192 + xconv__align64((size_t)most * 2 * sizeof(void *));
     off += q->slot_bytes * (size_t)(p->threads > 0 ? p->threads : 1);
     q->total = off;
     if ((double)q->total > budget) {
@@ -574,10 +559,18 @@ static void f8_values(amx_task *t)
     if (dt == XCONV_DTYPE_F8E4M3 || dt == XCONV_DTYPE_F8E5M2) xconv__amx_f8_table(dt, t->f8);
 }
 
+/* The threads' scan results: the smallest of emin, the largest of emax. */
 static int fold_emin(const int *emin, int count)
 {
     int m = 255;
     for (int i = 0; i < count; i++) m = emin[i] < m ? emin[i] : m;
+    return m;
+}
+
+static int fold_emax(const int *emax, int count)
+{
+    int m = 0;
+    for (int i = 0; i < count; i++) m = emax[i] > m ? emax[i] : m;
     return m;
 }
 
@@ -655,9 +648,8 @@ static xconv_status amx_run(const xconv_exec *e, xconv_error *err)
          * range, or (row mode) holds an Inf or NaN that would meet the zero weights past
          * the reduction, the whole problem goes the f32 way, which rewrites every y element */
         if (scan && fold_emin(emin, threads) + w_emin < AMX_SAFE_EMIN) goto fallback;
-        if ((q.row && q.kind == AMX_BF16) || q.red == 4)
-            for (int i = 0; i < threads; i++)
-                if (emax[i] == 255) goto fallback;
+        if (((q.row && q.kind == AMX_BF16) || q.red == 4) && fold_emax(emax, threads) == 255)
+            goto fallback;
     }
     (void)err;
     return XCONV_STATUS_OK;

@@ -67,8 +67,7 @@ static size_t ptr_bytes(const ig_geom *q);
 
 int64_t xconv__igemm_budget_floor = (int64_t)16 << 20;
 
-/* The workspace a plan may use: max(16 MiB, 10% of the bytes of x, w and y). */
-static double ig_budget(const xconv_canon *p)
+double xconv__igemm_budget(const xconv_canon *p)
 {
     const double xb = (double)p->n * (double)p->cin * (double)xconv__prod3(p->x_size) *
                       (double)xconv_dtype_size(p->x_dtype);
@@ -238,7 +237,7 @@ static ig_geom ig_geom_of(const xconv_canon *p)
         if (q.lazy) q.slot_bytes += q.panel_bytes;
         q.total = q.slots + q.slot_bytes * threads;
         /* VNNI's weights are bytes and its corrections need every panel: never lazy */
-        if (pass || p->prepacked || q.vnni || q.lazy || (double)q.total <= ig_budget(p) ||
+        if (pass || p->prepacked || q.vnni || q.lazy || (double)q.total <= xconv__igemm_budget(p) ||
             q.panel_bytes * threads >= q.blob)
             break;
         q.lazy = true;

@@ -56,6 +56,10 @@ typedef struct ig_geom {
     size_t  bp, zero, xbuf, slots, slot_bytes, total, ablk_off;
 } ig_geom;
 
+/* The workspace a CPU plan may use (cpu.igemm's and cpu.amx's): max(the floor, 16 MiB
+ * unless a test lowers it, 10% of the bytes of x, w and y). */
+double xconv__igemm_budget(const xconv_canon *p);
+
 static inline size_t xconv__align64(size_t v) { return (v + 63) & ~(size_t)63; }
 
 typedef struct ig_task {
