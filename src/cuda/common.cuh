@@ -39,6 +39,9 @@ int xconv__cuda_device_cc(int device);
 /* cuda.generic's run (generic.cu), for engines that find out at run time (pointer alignment)
  * that their fast path does not apply. */
 xconv_status xconv__cuda_generic_run(const xconv_exec *e, xconv_error *err);
+/* cuda.generic's kernel for e on stream st; with only_if, it does nothing unless *only_if
+ * (device memory) is nonzero when it runs (a fallback decided on the device). */
+void xconv__cuda_generic_launch(const xconv_exec *e, cudaStream_t st, const int *only_if);
 
 /* The tensor-core implicit GEMM (igemm.cu) on any canonical conv it fits, for the engines
  * that rewrite a problem into that form (cuda.patch_tc, cuda.deconv_tc). why_not strings

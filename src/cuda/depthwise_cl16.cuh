@@ -248,17 +248,23 @@ constexpr int SLIDE_WBYTES = 48 * 1024; /* staged weights and bias per block */
 
 /* dw_slide's outputs per thread along dim 2 for V elements per vector: 4, or 2 where 4 would
  * need more than 10 input columns per row (the registers of 3 blocks per SM); for bytes
- * (V = 16, twice the sums per output) 4 at 3-wide windows only. */
+ * (V = 16, twice the sums per output) 4 at 3-wide windows only; for 16-bit floats (V = 8)
+ * with 3-wide windows at stride 2 2, at 6 blocks per SM (80 registers): with 4 at 5 blocks
+ * (96) the kernel spilled and ran mbv2_dw_144s2 at 51.5% of the copy rate, 61-62% with this
+ * (60.8% at 4 and 4 blocks, 116 registers; 54% at 2 and 8 blocks, which spilled again). At
+ * stride 1 the same cost 5-10% (112x112 rows: 4 input columns per 2 outputs against 6 per 4). */
+constexpr bool slide_pair(int kw, int sw, int v) { return v == 8 && kw == 3 && sw == 2; }
 constexpr int slide_run(int kw, int sw, int v)
 {
-    return (v == 16 ? kw == 3 : 3 * sw + kw <= 10) ? 4 : 2;
+    return slide_pair(kw, sw, v) ? 2 : (v == 16 ? kw == 3 : 3 * sw + kw <= 10) ? 4 : 2;
 }
 
 /* Its blocks per SM for __launch_bounds__: 5 (96 registers), 4 for 5 x 5 at stride 1, whose
- * 16-bit kernels would spill at 96; for bytes 3 (168) at 3-wide windows, else 4 (128). */
+ * 16-bit kernels would spill at 96; for bytes 3 (168) at 3-wide windows, else 4 (128); 6 (80)
+ * for 16-bit floats at 3-wide windows, stride 2. */
 constexpr int slide_blocks(int kw, int sw, int v)
 {
-    return v == 16 ? (kw == 3 ? 3 : 4) : kw == 5 && sw == 1 ? 4 : 5;
+    return v == 16 ? (kw == 3 ? 3 : 4) : slide_pair(kw, sw, v) ? 6 : kw == 5 && sw == 1 ? 4 : 5;
 }
 
 /* v / d for v < 2^31 as a multiply-high, an add and a shift (Granlund-Montgomery): the item

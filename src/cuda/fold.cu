@@ -16,10 +16,29 @@
  * place. P is the fold with the fewest 128-byte K stages (the kernels' unit): rn50_conv1's
  * 21 folded channels (48 bytes with padding) took a whole stage per tap, 7 per output tile;
  * with P = 3, 63 channels fill 3 stages of 128 bytes (x' is 2.7x larger).
+ *
+ * The overlapping fold ("spread", bf16 / f16 / i8 / u8, where it costs less): x' holds each
+ * pixel only once, as S slots (R rows of x at that column, each of cs >= cin channels, zero
+ * padded), and the folded conv reads a 128-byte run of x' per tap: the L = 128 / (S es)
+ * consecutive x' pixels from the window's first column, i.e. pixels that overlap those of the
+ * next output (x''s pixel stride times the conv stride is the folded conv's pixel stride,
+ * less than its 128 bytes of channels). The weights of slots outside the window are zero:
+ *
+ *   x'[n, a0, v, pp, (j, c)] = x[n, c, a0, v - lo1 + j*t1, pp - lo2]      (0 outside x, c >= cin)
+ *   w'[o, k0, u, (i, j, c)]   = w[o, c, k0, u*R + j, i / t2]   (0 unless i % t2 == 0, i / t2 < K2,
+ *                                                                u*R + j < K1, c < cin)
+ *
+ * rn50_conv1 (3 channels, 7 x 7 at stride 2, 16-bit): cs 4, R 2, 8 pixels per run, 4 stages
+ * per output against P = 3's 3, but x' is 54 MB written once instead of 210 MB written and
+ * read back. A slot outside the window multiplies a real value of x by zero: with an Inf or
+ * NaN anywhere in x that would make NaN where cpu.ref has none, so the spread kernel flags
+ * non-finite floats and cuda.generic's kernel, launched behind it, recomputes y when the flag
+ * is set (and returns at once when it is not).
  */
 #include "cuda/common.cuh"
 
 #include <stdlib.h>
+#include <string.h>
 
 namespace {
 
@@ -181,6 +200,146 @@ __global__ void fold_w(const xconv_canon p, const T *w, T *wo, int64_t kc, int64
     wo[e] = v;
 }
 
+/* The overlapping fold: S slots per x' pixel (S es = 16, 32 or 64 bytes), R rows of cs
+ * channels each; L pixels per 128-byte run. */
+struct spread_layout {
+    xconv_canon q;
+    int64_t cs, R, S, L, V, Wp; /* V x' rows, Wp x' pixels per row */
+    size_t x_bytes, w_bytes, flag_off;
+    bool ok;
+};
+
+spread_layout spread_with(const xconv_canon *p, int64_t S)
+{
+    spread_layout l;
+    memset(&l, 0, sizeof l);
+    const int64_t es = (int64_t)xconv_dtype_size(p->x_dtype), run = 128 / es;
+    l.S = S, l.L = run / S;
+    if (l.L < (p->k_size[2] - 1) * p->dil[2] + 1) return l;
+    int64_t cs = 1;
+    while (cs < p->cin) cs *= 2;
+    if (cs > S) return l;
+    l.R = 1;
+    while (2 * l.R <= S / cs && 2 * l.R <= p->k_size[1]) l.R *= 2;
+    l.cs = S / l.R;
+    const int64_t K1 = (p->k_size[1] + l.R - 1) / l.R;
+    l.V = (p->y_size[1] - 1) * p->stride[1] + (K1 - 1) * l.R * p->dil[1] + 1;
+    l.Wp = (p->y_size[2] - 1) * p->stride[2] + l.L;
+    xconv_canon &q = l.q;
+    q = *p;
+    q.cin = q.cin_g = run;
+    q.x_off = 0, q.x_sc = 1;
+    q.x_size[1] = l.V, q.k_size[1] = K1, q.dil[1] = l.R * p->dil[1];
+    q.pad_lo[1] = q.pad_hi[1] = 0;
+    q.x_size[2] = p->y_size[2], q.k_size[2] = 1, q.stride[2] = 1, q.dil[2] = 1;
+    q.pad_lo[2] = q.pad_hi[2] = 0;
+    q.x_ss[2] = p->y_size[2] > 1 ? p->stride[2] * S : 0; /* overlapping pixels */
+    q.x_ss[1] = l.V > 1 ? l.Wp * S : 0;
+    q.x_ss[0] = p->x_size[0] > 1 ? l.V * l.Wp * S : 0;
+    q.x_sn = p->n > 1 ? p->x_size[0] * l.V * l.Wp * S : 0;
+    q.w_off = 0, q.w_si = 1, q.w_sg = 0;
+    xconv__cuda_dense_strides(q.k_size, run, q.w_sk);
+    q.w_so = xconv__prod3(q.k_size) * run;
+    l.x_bytes = xconv__cuda_align256((size_t)(p->n * p->x_size[0] * l.V * l.Wp * S * es));
+    l.w_bytes = xconv__cuda_align256((size_t)(p->cout * xconv__prod3(q.k_size) * run * es));
+    l.flag_off = l.x_bytes + l.w_bytes;
+    l.ok = true;
+    return l;
+}
+
+/* The spread with the fewest stages (then the fewest slots), where one applies: wgmma's
+ * dtypes (the folded conv must run on it to pay), 2-D-or-less windows in dims 1 and 2. */
+spread_layout spread_of(const xconv_canon *p)
+{
+    spread_layout best;
+    memset(&best, 0, sizeof best);
+    const xconv_dtype d = p->x_dtype;
+    if (d != XCONV_DTYPE_BF16 && d != XCONV_DTYPE_F16 && d != XCONV_DTYPE_I8 && d != XCONV_DTYPE_U8)
+        return best;
+    const int64_t es = (int64_t)xconv_dtype_size(d);
+    for (int64_t bytes = 16; bytes <= 64; bytes *= 2) {
+        const spread_layout l = spread_with(p, bytes / es);
+        if (l.ok && (!best.ok || xconv__prod3(l.q.k_size) < xconv__prod3(best.q.k_size))) best = l;
+    }
+    return best;
+}
+
+/* x' of the spread: one thread per x' pixel, its S slots (SE bytes) in one go; a non-finite
+ * float read sets *flag (FK: 1 bf16, 2 f16, 0 integers). */
+template <typename T, int SE, int FK>
+__global__ void spread_x(const xconv_canon p, const T *x, T *xo, int cs, int R, int64_t V,
+                         int64_t Wp, int64_t total, int *flag)
+{
+    const int64_t t0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t0 >= total) return;
+    int64_t t = t0;
+    const int64_t pp = t % Wp;
+    t /= Wp;
+    const int64_t v = t % V;
+    t /= V;
+    const int64_t a0 = t % p.x_size[0], n = t / p.x_size[0];
+    constexpr int NE = SE / (int)sizeof(T);
+    union { uint4 q[SE / 16]; T e[NE]; } px;
+    const int64_t col = pp - p.pad_lo[2];
+    const bool col_in = col >= 0 && col < p.x_size[2];
+    const int64_t base = p.x_off + n * p.x_sn + a0 * p.x_ss[0] + col * p.x_ss[2];
+    bool bad = false;
+#pragma unroll 4
+    for (int i = 0; i < NE; i++) {
+        const int j = i / cs, c = i % cs;
+        const int64_t row = v - p.pad_lo[1] + j * p.dil[1];
+        T val = 0;
+        if (j < R && c < p.cin && col_in && row >= 0 && row < p.x_size[1]) {
+            val = x[base + row * p.x_ss[1] + c * p.x_sc];
+            if (FK == 1) bad |= ((uint32_t)val & 0x7f80u) == 0x7f80u;
+            if (FK == 2) bad |= ((uint32_t)val & 0x7c00u) == 0x7c00u;
+        }
+        px.e[i] = val;
+    }
+    uint4 *out = (uint4 *)(xo + t0 * NE);
+#pragma unroll
+    for (int k = 0; k < SE / 16; k++) out[k] = px.q[k];
+    if (FK && bad) *(volatile int *)flag = 1;
+}
+
+/* w' of the spread, one element per thread; run: elements per 128-byte run. */
+template <typename T>
+__global__ void spread_w(const xconv_canon p, const T *w, T *wo, int run, int S, int cs, int R,
+                         int64_t kq1, int64_t total)
+{
+    const int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= total) return;
+    const int64_t f = e % run, u = e / run % kq1, k0 = e / (run * kq1) % p.k_size[0];
+    const int64_t o = e / (run * kq1 * p.k_size[0]);
+    const int64_t i = f / S, j = f % S / cs, c = f % S % cs;
+    const int64_t k1 = u * R + j, k2 = i / p.dil[2];
+    T v = 0;
+    if (c < p.cin && j < R && k1 < p.k_size[1] && i % p.dil[2] == 0 && k2 < p.k_size[2])
+        v = w[p.w_off + o * p.w_so + c * p.w_si + k0 * p.w_sk[0] + k1 * p.w_sk[1] + k2 * p.w_sk[2]];
+    wo[e] = v;
+}
+
+/* Whether the spread runs p (cheaper than the fold, and its conv takes the 16-byte loader).
+ * Measuring knob: XCONV_FOLD_SPREAD=0 leaves it out, =1 takes it wherever it applies. */
+bool use_spread(const xconv_canon *p, const fold_layout &fl, spread_layout *sl)
+{
+    const char *v = getenv("XCONV_FOLD_SPREAD");
+    if (v && v[0] == '0') return false;
+    *sl = spread_of(p);
+    const char *why;
+    if (!sl->ok || !xconv__cuda_igemm_fast_why(&sl->q, &why)) return false;
+    if (v && v[0] == '1') return true;
+    /* the fold's cost terms (fold_cost): stages over the useful K, and x' bytes (the spread's
+     * written once and read from L2 mostly, the fold's written and read back) */
+    const int64_t es = (int64_t)xconv_dtype_size(p->x_dtype);
+    const double used = (double)(xconv__prod3(p->k_size) * p->cin * es);
+    const double spread = 0.015 * (double)(xconv__prod3(sl->q.k_size) * 128) / used * p->flops +
+                          1.5 * (double)sl->x_bytes;
+    const double fold = 0.015 * (double)(stages_of(fl, es) * 128) / used * p->flops +
+                        3.0 * (double)fl.x_bytes;
+    return spread < fold;
+}
+
 bool fold_supports(const xconv_canon *p, const char **why_not)
 {
     if (p->device != XCONV_DEVICE_CUDA)
@@ -193,6 +352,8 @@ bool fold_supports(const xconv_canon *p, const char **why_not)
     if ((p->cin * es) % 16 == 0)
         return *why_not = "cuda.fold_tc is for channel runs shorter than 16 bytes", false;
     const fold_layout l = layout_of(p);
+    spread_layout sl;
+    if (use_spread(p, l, &sl)) return true;
     if (l.cpad * (int64_t)sizeof(fold_tap) > 48 * 1024)
         return *why_not = "cuda.fold_tc: too many folded channels for its table", false;
     const char *why;
@@ -205,6 +366,8 @@ bool fold_supports(const xconv_canon *p, const char **why_not)
 size_t fold_workspace_bytes(const xconv_canon *p)
 {
     const fold_layout l = layout_of(p);
+    spread_layout sl;
+    if (use_spread(p, l, &sl)) return sl.flag_off + 256;
     return l.x_bytes + l.w_bytes;
 }
 
@@ -215,6 +378,10 @@ double fold_cost(const xconv_canon *p)
     const fold_layout l = layout_of(p);
     const int64_t es = (int64_t)xconv_dtype_size(p->x_dtype);
     const double used = (double)(xconv__prod3(p->k_size) * p->cin * es); /* bytes of K */
+    spread_layout sl;
+    if (use_spread(p, l, &sl))
+        return 0.015 * (double)(xconv__prod3(sl.q.k_size) * 128) / used * p->flops +
+               1.5 * (double)sl.x_bytes + 6e4;
     return 0.015 * (double)(stages_of(l, es) * 128) / used * p->flops + 3.0 * (double)l.x_bytes +
            6e4;
 }
@@ -233,10 +400,51 @@ void launch_folds(const xconv_canon *p, const xconv_exec *e, const fold_layout &
             *p, (const T *)e->w, wo, l.kc, l.cpad, (int)l.rows, l.q.k_size[1], wt);
 }
 
+template <typename T, int FK>
+void launch_spread(const xconv_canon *p, const xconv_exec *e, const spread_layout &l, T *xo,
+                   T *wo, int *flag, cudaStream_t st)
+{
+    const int64_t pixels = p->n * p->x_size[0] * l.V * l.Wp;
+    const int se = (int)(l.S * (int64_t)sizeof(T));
+    if (FK) cudaMemsetAsync(flag, 0, sizeof(int), st);
+    const unsigned blocks = (unsigned)((pixels + 127) / 128);
+    if (pixels > 0) {
+        if (se == 16)
+            spread_x<T, 16, FK><<<blocks, 128, 0, st>>>(*p, (const T *)e->x, xo, (int)l.cs, (int)l.R, l.V, l.Wp, pixels, flag);
+        else if (se == 32)
+            spread_x<T, 32, FK><<<blocks, 128, 0, st>>>(*p, (const T *)e->x, xo, (int)l.cs, (int)l.R, l.V, l.Wp, pixels, flag);
+        else
+            spread_x<T, 64, FK><<<blocks, 128, 0, st>>>(*p, (const T *)e->x, xo, (int)l.cs, (int)l.R, l.V, l.Wp, pixels, flag);
+    }
+    const int run = (int)(128 / sizeof(T));
+    const int64_t wt = p->cout * xconv__prod3(l.q.k_size) * run;
+    if (wt > 0)
+        spread_w<T><<<(unsigned)((wt + 255) / 256), 256, 0, st>>>(
+            *p, (const T *)e->w, wo, run, (int)l.S, (int)l.cs, (int)l.R, l.q.k_size[1], wt);
+}
+
 xconv_status fold_run(const xconv_exec *e, xconv_error *err)
 {
     const xconv_canon *p = e->p;
     const fold_layout l = layout_of(p);
+    spread_layout sl;
+    if (use_spread(p, l, &sl)) {
+        char *xo = (char *)e->workspace, *wo = xo + sl.x_bytes;
+        int *flag = (int *)(xo + sl.flag_off);
+        const xconv_exec inner = xconv__cuda_inner_exec(e, &sl.q, xo, wo, e->y);
+        const xconv_dtype d = p->x_dtype;
+        return xconv__cuda_run(e, "cuda.fold_tc", err, [&](cudaStream_t st) {
+            if (d == XCONV_DTYPE_BF16)
+                launch_spread<uint16_t, 1>(p, e, sl, (uint16_t *)xo, (uint16_t *)wo, flag, st);
+            else if (d == XCONV_DTYPE_F16)
+                launch_spread<uint16_t, 2>(p, e, sl, (uint16_t *)xo, (uint16_t *)wo, flag, st);
+            else
+                launch_spread<uint8_t, 0>(p, e, sl, (uint8_t *)xo, (uint8_t *)wo, flag, st);
+            xconv__cuda_tc_launch(&sl.q, &inner, st);
+            /* x with an Inf or NaN: y again from the direct kernel */
+            if (d == XCONV_DTYPE_BF16 || d == XCONV_DTYPE_F16) xconv__cuda_generic_launch(e, st, flag);
+        });
+    }
     char *xo = (char *)e->workspace, *wo = xo + l.x_bytes;
     const xconv_exec inner = xconv__cuda_inner_exec(e, &l.q, xo, wo, e->y);
     return xconv__cuda_run(e, "cuda.fold_tc", err, [&](cudaStream_t st) {

@@ -21,8 +21,9 @@ template <class T, bool TRANSPOSE>
 __global__ void __launch_bounds__(256)
 generic_kernel(const xconv_canon p, const char *__restrict__ x, const char *__restrict__ w,
                const char *__restrict__ bias, char *__restrict__ y, int64_t total,
-               bool channel_fastest)
+               bool channel_fastest, const int *only_if)
 {
+    if (only_if && *(const volatile int *)only_if == 0) return;
     const int64_t Y0 = p.y_size[0], Y1 = p.y_size[1], Y2 = p.y_size[2];
     for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
          idx += (int64_t)gridDim.x * blockDim.x) {
@@ -93,7 +94,8 @@ generic_kernel(const xconv_canon p, const char *__restrict__ x, const char *__re
 }
 
 template <class T>
-void launch(const xconv_canon *p, const xconv_exec *e, int64_t total, cudaStream_t stream)
+void launch(const xconv_canon *p, const xconv_exec *e, int64_t total, cudaStream_t stream,
+            const int *only_if)
 {
     const int threads = 256;
     /* A few waves of blocks; the grid-stride loop covers the rest. */
@@ -107,11 +109,11 @@ void launch(const xconv_canon *p, const xconv_exec *e, int64_t total, cudaStream
     if (p->op == XCONV_OP_CONV)
         generic_kernel<T, false><<<blocks, threads, 0, stream>>>(
             *p, (const char *)e->x, (const char *)e->w, (const char *)e->bias, (char *)e->y, total,
-            channel_fastest);
+            channel_fastest, only_if);
     else
         generic_kernel<T, true><<<blocks, threads, 0, stream>>>(
             *p, (const char *)e->x, (const char *)e->w, (const char *)e->bias, (char *)e->y, total,
-            channel_fastest);
+            channel_fastest, only_if);
 }
 
 bool generic_supports(const xconv_canon *p, const char **why_not)
@@ -130,21 +132,26 @@ double generic_cost(const xconv_canon *p) { return 4.0 * p->flops + 1e5; }
 
 } /* namespace */
 
-xconv_status xconv__cuda_generic_run(const xconv_exec *e, xconv_error *err)
+void xconv__cuda_generic_launch(const xconv_exec *e, cudaStream_t st, const int *only_if)
 {
     const xconv_canon *p = e->p;
     const int64_t total = p->n * p->cout * xconv__prod3(p->y_size);
-    return xconv__cuda_run(e, "cuda.generic", err, [&](cudaStream_t st) {
-        switch (p->ct) {
-        case XCONV_CT_U32: launch<uint32_t>(p, e, total, st); break;
-        case XCONV_CT_U64: launch<uint64_t>(p, e, total, st); break;
-        case XCONV_CT_F32: launch<float>(p, e, total, st); break;
-        case XCONV_CT_F64: launch<double>(p, e, total, st); break;
-        case XCONV_CT_C64: launch<xconv_c64>(p, e, total, st); break;
-        case XCONV_CT_C128: launch<xconv_c128>(p, e, total, st); break;
-        default: break;
-        }
-    });
+    if (total == 0) return;
+    switch (p->ct) {
+    case XCONV_CT_U32: launch<uint32_t>(p, e, total, st, only_if); break;
+    case XCONV_CT_U64: launch<uint64_t>(p, e, total, st, only_if); break;
+    case XCONV_CT_F32: launch<float>(p, e, total, st, only_if); break;
+    case XCONV_CT_F64: launch<double>(p, e, total, st, only_if); break;
+    case XCONV_CT_C64: launch<xconv_c64>(p, e, total, st, only_if); break;
+    case XCONV_CT_C128: launch<xconv_c128>(p, e, total, st, only_if); break;
+    default: break;
+    }
+}
+
+xconv_status xconv__cuda_generic_run(const xconv_exec *e, xconv_error *err)
+{
+    return xconv__cuda_run(e, "cuda.generic", err,
+                           [&](cudaStream_t st) { xconv__cuda_generic_launch(e, st, nullptr); });
 }
 
 extern "C" const xconv_engine xconv__engine_cuda_generic = {

@@ -391,6 +391,8 @@ struct tma_smem {
     int own_copy; /* measuring knob XCONV_WGMMA_EPI=consumers: no store warps */
     int wg_half;  /* every job's y tile leaves by TMA boxes, each warpgroup's half of the rows
                    * handed to its own store warp (wg_half_fill) */
+    int band;     /* tiles numbered in bands of this many m-tiles, column tile fastest within a
+                   * band (0: one band, m-tile fastest) */
 };
 
 #if XCONV_WGMMA_ARCH

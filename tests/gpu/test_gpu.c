@@ -128,8 +128,11 @@ static void get_real(xconv_dtype d, const void *p, double *re, double *im)
 
 /* FILL_SPECIAL: FILL_REAL with a few weights made infinite (float dtypes with an infinity):
  * a tap in conv's padding then reads 0, and 0 * Inf = NaN joins the sum (cpu.ref, PyTorch);
- * an engine that skipped padded taps would leave the sum finite. */
-typedef enum fill_mode { FILL_EXACT, FILL_REAL, FILL_SPECIAL } fill_mode;
+ * an engine that skipped padded taps would leave the sum finite. FILL_SPECIAL_X: a few
+ * elements of x made infinite or NaN instead: an engine that multiplies values of x outside
+ * a window by zero weights (cuda.fold_tc's overlapping fold) would make NaN where cpu.ref
+ * has a finite sum or an infinity. */
+typedef enum fill_mode { FILL_EXACT, FILL_REAL, FILL_SPECIAL, FILL_SPECIAL_X } fill_mode;
 
 /* Fills every element of a buffer (gaps too). Integers: random bits. Floats: small integers
  * in [-3, 3] (exact) or uniform in [-1, 1] (real). */
@@ -483,6 +486,10 @@ static void buffers_make(problem *pb, buffers *bf, fill_mode mode)
             for (int k = 0; k < 3; k++) /* gaps of a strided w may take one: harmless */
                 put_real(t->dtype, (char *)bf->h[i] + (size_t)rnd_in(0, (int64_t)(bf->bytes[i] / es) - 1) * es,
                          (rnd() & 1) ? INFINITY : -INFINITY, 0.0);
+        if (i == 0 && mode == FILL_SPECIAL_X && has_inf(t->dtype))
+            for (int k = 0; k < 2; k++)
+                put_real(t->dtype, (char *)bf->h[i] + (size_t)rnd_in(0, (int64_t)(bf->bytes[i] / es) - 1) * es,
+                         k ? NAN : (rnd() & 1) ? INFINITY : -INFINITY, 0.0);
         CUDA_OK(cudaMalloc(&bf->d[i], bf->bytes[i]));
         CUDA_OK(cudaMemcpy(bf->d[i], bf->h[i], bf->bytes[i], cudaMemcpyHostToDevice));
     }
@@ -897,7 +904,12 @@ int main(void)
                 if ((i / 3) % 3 == 0) setenv("XCONV_WGMMA_EPI", "rows", 1);
                 if ((i / 3) % 3 == 1) setenv("XCONV_WGMMA_EPI", "whole", 1);
             }
+            /* cuda.fold_tc's problems: a third with the overlapping fold wherever it applies,
+             * a third with the plain fold, a third as the cost model picks */
+            const bool fold = special[k] == SHAPE_FOLD;
+            if (fold && i % 3 < 2) setenv("XCONV_FOLD_SPREAD", i % 3 ? "0" : "1", 1);
             check_problem(&pb, (i & 1) ? FILL_REAL : FILL_EXACT);
+            if (fold) unsetenv("XCONV_FOLD_SPREAD");
             if (force) {
                 unsetenv("XCONV_WGMMA_CFG");
                 unsetenv("XCONV_WGMMA_PERSIST");
@@ -910,6 +922,14 @@ int main(void)
         problem pb = random_problem(i & 1 ? SHAPE_DEPTHWISE : i % 4 == 0 ? SHAPE_TC : SHAPE_ANY);
         if (has_inf(pb.w.dtype)) check_problem(&pb, FILL_SPECIAL);
     }
+    /* infinities and NaN in x, for the overlapping fold's fallback (and every other engine) */
+    setenv("XCONV_FOLD_SPREAD", "1", 1);
+    for (int i = 0; i < special_count / 3; i++) {
+        problem pb = random_problem(SHAPE_FOLD);
+        while (!has_inf(pb.x.dtype)) pb = random_problem(SHAPE_FOLD); /* bf16 or f16 */
+        check_problem(&pb, FILL_SPECIAL_X);
+    }
+    unsetenv("XCONV_FOLD_SPREAD");
     for (int e = 0; e < ENGINE_SLOTS; e++)
         if (engine_runs[e].name)
             printf("test_gpu: %s ran %d problems\n", engine_runs[e].name, engine_runs[e].runs);
