@@ -243,7 +243,7 @@ spread_layout spread_with(const xconv_canon *p, int64_t S)
     l.x_bytes = xconv__cuda_align256((size_t)(p->n * p->x_size[0] * l.V * l.Wp * S * es));
     l.w_bytes = xconv__cuda_align256((size_t)(p->cout * xconv__prod3(q.k_size) * run * es));
     l.flag_off = l.x_bytes + l.w_bytes;
-    l.ok = true;
+    l.ok = p->n * p->x_size[0] * l.V <= INT32_MAX; /* spread_x's 32-bit row split */
     return l;
 }
 
@@ -264,41 +264,56 @@ spread_layout spread_of(const xconv_canon *p)
     return best;
 }
 
-/* x' of the spread: one thread per x' pixel, its S slots (SE bytes) in one go; a non-finite
- * float read sets *flag (FK: 1 bf16, 2 f16, 0 integers). */
+/* x' of the spread: a block per x' row (n, a0, v) at a time (grid.y, striding), a thread per
+ * pixel pp of it, its S slots (SE bytes) in one go. Slot i's offset in x from the pixel's
+ * column (row i >> lcs at dilation t1, channel i & (cs - 1); -1 outside x or past cin) is the
+ * same for the whole row: the block's first threads put the S offsets in shared memory, so a
+ * slot costs a broadcast read, a compare and a load. A non-finite float read sets *flag (FK:
+ * 1 bf16, 2 f16, 0 integers). (Each thread splitting its pixel index and computing the 64-bit
+ * offsets of every slot was instruction-bound: rn50_conv1's x' took 74 us, 80% issue-active;
+ * with 32-bit row splits still 56 us.) */
 template <typename T, int SE, int FK>
-__global__ void spread_x(const xconv_canon p, const T *x, T *xo, int cs, int R, int64_t V,
-                         int64_t Wp, int64_t total, int *flag)
+__global__ void __launch_bounds__(128)
+spread_x(const xconv_canon p, const T *x, T *xo, int lcs, int R, int64_t V, int64_t Wp,
+         int64_t rows, int *flag)
 {
-    const int64_t t0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t0 >= total) return;
-    int64_t t = t0;
-    const int64_t pp = t % Wp;
-    t /= Wp;
-    const int64_t v = t % V;
-    t /= V;
-    const int64_t a0 = t % p.x_size[0], n = t / p.x_size[0];
     constexpr int NE = SE / (int)sizeof(T);
-    union { uint4 q[SE / 16]; T e[NE]; } px;
+    __shared__ int64_t slot[NE];
+    const int64_t pp = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t col = pp - p.pad_lo[2];
-    const bool col_in = col >= 0 && col < p.x_size[2];
-    const int64_t base = p.x_off + n * p.x_sn + a0 * p.x_ss[0] + col * p.x_ss[2];
+    const bool live = pp < Wp && col >= 0 && col < p.x_size[2];
+    const uint32_t uV = (uint32_t)V, uX0 = (uint32_t)p.x_size[0];
     bool bad = false;
-#pragma unroll 4
-    for (int i = 0; i < NE; i++) {
-        const int j = i / cs, c = i % cs;
-        const int64_t row = v - p.pad_lo[1] + j * p.dil[1];
-        T val = 0;
-        if (j < R && c < p.cin && col_in && row >= 0 && row < p.x_size[1]) {
-            val = x[base + row * p.x_ss[1] + c * p.x_sc];
-            if (FK == 1) bad |= ((uint32_t)val & 0x7f80u) == 0x7f80u;
-            if (FK == 2) bad |= ((uint32_t)val & 0x7c00u) == 0x7c00u;
+    for (uint32_t r = blockIdx.y; r < (uint32_t)rows; r += gridDim.y) { /* rows < 2^31 */
+        const uint32_t v = r % uV, a0 = r / uV % uX0, n = r / uV / uX0;
+        if (threadIdx.x < NE) {
+            const int i = threadIdx.x, j = i >> lcs, c = i & ((1 << lcs) - 1);
+            const int64_t row = (int64_t)v - p.pad_lo[1] + j * p.dil[1];
+            slot[i] = j < R && c < p.cin && row >= 0 && row < p.x_size[1]
+                          ? row * p.x_ss[1] + c * p.x_sc
+                          : -1;
         }
-        px.e[i] = val;
-    }
-    uint4 *out = (uint4 *)(xo + t0 * NE);
+        __syncthreads();
+        if (pp < Wp) {
+            const T *xp = x + p.x_off + n * p.x_sn + a0 * p.x_ss[0] + col * p.x_ss[2];
+            union { uint4 q[SE / 16]; T e[NE]; } px;
 #pragma unroll
-    for (int k = 0; k < SE / 16; k++) out[k] = px.q[k];
+            for (int i = 0; i < NE; i++) {
+                const int64_t o = slot[i];
+                T val = 0;
+                if (live && o >= 0) {
+                    val = xp[o];
+                    if (FK == 1) bad |= ((uint32_t)val & 0x7f80u) == 0x7f80u;
+                    if (FK == 2) bad |= ((uint32_t)val & 0x7c00u) == 0x7c00u;
+                }
+                px.e[i] = val;
+            }
+            uint4 *out = (uint4 *)(xo + ((int64_t)r * Wp + pp) * NE);
+#pragma unroll
+            for (int k = 0; k < SE / 16; k++) out[k] = px.q[k];
+        }
+        __syncthreads();
+    }
     if (FK && bad) *(volatile int *)flag = 1;
 }
 
@@ -404,17 +419,19 @@ template <typename T, int FK>
 void launch_spread(const xconv_canon *p, const xconv_exec *e, const spread_layout &l, T *xo,
                    T *wo, int *flag, cudaStream_t st)
 {
-    const int64_t pixels = p->n * p->x_size[0] * l.V * l.Wp;
+    const int64_t rows = p->n * p->x_size[0] * l.V;
     const int se = (int)(l.S * (int64_t)sizeof(T));
+    int lcs = 0;
+    while ((1 << lcs) < l.cs) lcs++;
     if (FK) cudaMemsetAsync(flag, 0, sizeof(int), st);
-    const unsigned blocks = (unsigned)((pixels + 127) / 128);
-    if (pixels > 0) {
+    const dim3 grid((unsigned)((l.Wp + 127) / 128), (unsigned)(rows < 65535 ? rows : 65535));
+    if (rows > 0) {
         if (se == 16)
-            spread_x<T, 16, FK><<<blocks, 128, 0, st>>>(*p, (const T *)e->x, xo, (int)l.cs, (int)l.R, l.V, l.Wp, pixels, flag);
+            spread_x<T, 16, FK><<<grid, 128, 0, st>>>(*p, (const T *)e->x, xo, lcs, (int)l.R, l.V, l.Wp, rows, flag);
         else if (se == 32)
-            spread_x<T, 32, FK><<<blocks, 128, 0, st>>>(*p, (const T *)e->x, xo, (int)l.cs, (int)l.R, l.V, l.Wp, pixels, flag);
+            spread_x<T, 32, FK><<<grid, 128, 0, st>>>(*p, (const T *)e->x, xo, lcs, (int)l.R, l.V, l.Wp, rows, flag);
         else
-            spread_x<T, 64, FK><<<blocks, 128, 0, st>>>(*p, (const T *)e->x, xo, (int)l.cs, (int)l.R, l.V, l.Wp, pixels, flag);
+            spread_x<T, 64, FK><<<grid, 128, 0, st>>>(*p, (const T *)e->x, xo, lcs, (int)l.R, l.V, l.Wp, rows, flag);
     }
     const int run = (int)(128 / sizeof(T));
     const int64_t wt = p->cout * xconv__prod3(l.q.k_size) * run;
