@@ -273,29 +273,32 @@ spread_layout spread_of(const xconv_canon *p)
  * offsets of every slot was instruction-bound: rn50_conv1's x' took 74 us, 80% issue-active;
  * with 32-bit row splits still 56 us.) */
 template <typename T, int SE, int FK>
-__global__ void __launch_bounds__(128)
+__global__ void __launch_bounds__(256)
 spread_x(const xconv_canon p, const T *x, T *xo, int lcs, int R, int64_t V, int64_t Wp,
          int64_t rows, int *flag)
 {
     constexpr int NE = SE / (int)sizeof(T);
-    __shared__ int64_t slot[NE];
+    __shared__ int64_t slot[NE], rbase;
     const int64_t pp = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t col = pp - p.pad_lo[2];
     const bool live = pp < Wp && col >= 0 && col < p.x_size[2];
     const uint32_t uV = (uint32_t)V, uX0 = (uint32_t)p.x_size[0];
+    const int64_t col_off = col * p.x_ss[2];
     bool bad = false;
     for (uint32_t r = blockIdx.y; r < (uint32_t)rows; r += gridDim.y) { /* rows < 2^31 */
-        const uint32_t v = r % uV, a0 = r / uV % uX0, n = r / uV / uX0;
-        if (threadIdx.x < NE) {
+        if (threadIdx.x <= NE) {
+            const uint32_t v = r % uV, a0 = r / uV % uX0, n = r / uV / uX0;
             const int i = threadIdx.x, j = i >> lcs, c = i & ((1 << lcs) - 1);
             const int64_t row = (int64_t)v - p.pad_lo[1] + j * p.dil[1];
-            slot[i] = j < R && c < p.cin && row >= 0 && row < p.x_size[1]
-                          ? row * p.x_ss[1] + c * p.x_sc
-                          : -1;
+            if (i == NE) rbase = p.x_off + n * p.x_sn + a0 * p.x_ss[0];
+            else
+                slot[i] = j < R && c < p.cin && row >= 0 && row < p.x_size[1]
+                              ? row * p.x_ss[1] + c * p.x_sc
+                              : -1;
         }
         __syncthreads();
         if (pp < Wp) {
-            const T *xp = x + p.x_off + n * p.x_sn + a0 * p.x_ss[0] + col * p.x_ss[2];
+            const T *xp = x + rbase + col_off;
             union { uint4 q[SE / 16]; T e[NE]; } px;
 #pragma unroll
             for (int i = 0; i < NE; i++) {
@@ -424,14 +427,19 @@ void launch_spread(const xconv_canon *p, const xconv_exec *e, const spread_layou
     int lcs = 0;
     while ((1 << lcs) < l.cs) lcs++;
     if (FK) cudaMemsetAsync(flag, 0, sizeof(int), st);
-    const dim3 grid((unsigned)((l.Wp + 127) / 128), (unsigned)(rows < 65535 ? rows : 65535));
+    /* a row's pixels over one block where they fit (256 threads), a few waves of blocks */
+    const int threads = l.Wp <= 128 ? 128 /* > NE: the table fill */ : l.Wp < 256 ? (int)(l.Wp + 31) / 32 * 32 : 256;
+    const int64_t bx = (l.Wp + threads - 1) / threads;
+    const int64_t cap = (int64_t)xconv__cuda_device_sms(p->device_index) * 16 / bx;
+    const int64_t by = rows < cap ? rows : cap > 0 ? cap : 1;
+    const dim3 grid((unsigned)bx, (unsigned)(by < 65535 ? by : 65535));
     if (rows > 0) {
         if (se == 16)
-            spread_x<T, 16, FK><<<grid, 128, 0, st>>>(*p, (const T *)e->x, xo, lcs, (int)l.R, l.V, l.Wp, rows, flag);
+            spread_x<T, 16, FK><<<grid, threads, 0, st>>>(*p, (const T *)e->x, xo, lcs, (int)l.R, l.V, l.Wp, rows, flag);
         else if (se == 32)
-            spread_x<T, 32, FK><<<grid, 128, 0, st>>>(*p, (const T *)e->x, xo, lcs, (int)l.R, l.V, l.Wp, rows, flag);
+            spread_x<T, 32, FK><<<grid, threads, 0, st>>>(*p, (const T *)e->x, xo, lcs, (int)l.R, l.V, l.Wp, rows, flag);
         else
-            spread_x<T, 64, FK><<<grid, 128, 0, st>>>(*p, (const T *)e->x, xo, lcs, (int)l.R, l.V, l.Wp, rows, flag);
+            spread_x<T, 64, FK><<<grid, threads, 0, st>>>(*p, (const T *)e->x, xo, lcs, (int)l.R, l.V, l.Wp, rows, flag);
     }
     const int run = (int)(128 / sizeof(T));
     const int64_t wt = p->cout * xconv__prod3(l.q.k_size) * run;

@@ -13,6 +13,11 @@
  *     order of w[o] ([C, K..]), a 1x1 conv with C * prod(K) channels.
  *
  * qwenvl_patch (cin 3, k 2x14x14) becomes a 1x1 conv with 1176 channels in either layout.
+ * Its rows (2352 bytes) do not start on 128-byte boundaries, and the kernel's TMA loads of such
+ * rows are slow: the same GEMM ran 400 TFLOP/s with 1176 channels against 532-579 with 1152 or
+ * 1216 (bf16, 16384 x 1152 outputs, one call). Copying x and w into the workspace with rows
+ * padded to 1216 channels did not pay: the copies took 31 us (2.9 TB/s) of the GEMM's 18 us
+ * saved, 397 -> 374 TFLOP/s (tried and dropped, tenth session).
  */
 #include "cuda/common.cuh"
 
