@@ -271,7 +271,9 @@ spread_layout spread_of(const xconv_canon *p)
  * slot costs a broadcast read, a compare and a load. A non-finite float read sets *flag (FK:
  * 1 bf16, 2 f16, 0 integers). (Each thread splitting its pixel index and computing the 64-bit
  * offsets of every slot was instruction-bound: rn50_conv1's x' took 74 us, 80% issue-active;
- * with 32-bit row splits still 56 us.) */
+ * with 32-bit row splits still 56 us; staging the block's R rows of x in shared memory first,
+ * dense rows by coalesced loads, then assembling the slots from there, ran 62 us and i8
+ * rn50_conv1 124 -> 53 TOP/s: tried and dropped.) */
 template <typename T, int SE, int FK>
 __global__ void __launch_bounds__(256)
 spread_x(const xconv_canon p, const T *x, T *xo, int lcs, int R, int64_t V, int64_t Wp,
