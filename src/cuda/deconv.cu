@@ -87,7 +87,11 @@ bool deconv_supports(const xconv_canon *p, const char **why_not)
     return each_phase(p, [&](const xconv_canon &q) { return xconv__cuda_igemm_fits(&q, why_not); });
 }
 
-size_t deconv_workspace_bytes(const xconv_canon *) { return 0; }
+/* the non-finite-weight flag (xconv__cuda_flag_nonfinite_w) */
+size_t deconv_workspace_bytes(const xconv_canon *p)
+{
+    return xconv__cuda_float_weights(p) ? 256 : 0;
+}
 
 /* cuda.igemm_tc's cost of the first phase's loader, a little above for the extra launches. */
 double deconv_cost(const xconv_canon *p)
@@ -101,8 +105,14 @@ double deconv_cost(const xconv_canon *p)
 
 xconv_status deconv_run(const xconv_exec *e, xconv_error *err)
 {
-    return xconv__cuda_run(e, "cuda.deconv_tc", err,
-                           [&](cudaStream_t st) { xconv__cuda_deconv_launch(e->p, e, st); });
+    int *flag = xconv__cuda_float_weights(e->p) ? (int *)e->workspace : nullptr;
+    return xconv__cuda_run(e, "cuda.deconv_tc", err, [&](cudaStream_t st) {
+        if (flag) xconv__cuda_flag_nonfinite_w(e, flag, st);
+        xconv__cuda_deconv_launch(e->p, e, st);
+        /* an Inf or NaN weight: y again by the gather formula (the phases' taps outside x
+         * would add 0 * Inf = NaN where cpu.ref has no term) */
+        if (flag) xconv__cuda_generic_launch(e, st, flag);
+    });
 }
 
 } /* namespace */

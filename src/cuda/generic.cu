@@ -100,7 +100,8 @@ void launch(const xconv_canon *p, const xconv_exec *e, int64_t total, cudaStream
     const int threads = 256;
     /* A few waves of blocks; the grid-stride loop covers the rest. */
     const int64_t want = (total + threads - 1) / threads;
-    const int64_t cap = (int64_t)xconv__cuda_device_sms(p->device_index) * 32;
+    /* a fallback behind a flag (only_if) usually returns at once: few blocks to launch */
+    const int64_t cap = (int64_t)xconv__cuda_device_sms(p->device_index) * (only_if ? 4 : 32);
     const unsigned blocks = (unsigned)(want < cap ? want : cap);
     const int64_t ysc = p->y_sc < 0 ? -p->y_sc : p->y_sc;
     const int64_t yss = p->y_ss[2] < 0 ? -p->y_ss[2] : p->y_ss[2];
@@ -145,6 +146,77 @@ void xconv__cuda_generic_launch(const xconv_exec *e, cudaStream_t st, const int 
     case XCONV_CT_C64: launch<xconv_c64>(p, e, total, st, only_if); break;
     case XCONV_CT_C128: launch<xconv_c128>(p, e, total, st, only_if); break;
     default: break;
+    }
+}
+
+namespace {
+
+/* *flag = 1 when one of the elements [0, total) from w (dtype d) is Inf or NaN: a dense w
+ * scanned as a run (a thread per element, grid-striding, no index splits). */
+__global__ void flag_nonfinite_run(xconv_dtype d, const char *__restrict__ w, int64_t total,
+                                   int *flag)
+{
+    bool bad = false;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (int64_t)gridDim.x * blockDim.x)
+        bad |= !isfinite(ops<float>::load(d, w, i));
+    if (bad) *(volatile int *)flag = 1;
+}
+
+/* *flag = 1 when a weight of p (float dtypes) is Inf or NaN; one thread per weight. */
+__global__ void flag_nonfinite_w(const xconv_canon p, const char *__restrict__ w, int64_t total,
+                                 int *flag)
+{
+    const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= total) return;
+    int64_t r = idx;
+    const int64_t k2 = r % p.k_size[2];
+    r /= p.k_size[2];
+    const int64_t k1 = r % p.k_size[1];
+    r /= p.k_size[1];
+    const int64_t k0 = r % p.k_size[0];
+    r /= p.k_size[0];
+    const int64_t i = r % p.cin_g, co = r / p.cin_g;
+    const int64_t g = co / p.cout_g, o = co % p.cout_g;
+    const int64_t wa = p.w_off + g * p.w_sg + o * p.w_so + i * p.w_si + k0 * p.w_sk[0] +
+                       k1 * p.w_sk[1] + k2 * p.w_sk[2];
+    if (!isfinite(ops<float>::load(p.x_dtype, w, wa))) *(volatile int *)flag = 1;
+}
+
+} /* namespace */
+
+bool xconv__cuda_float_weights(const xconv_canon *p)
+{
+    const xconv_dtype d = p->x_dtype;
+    return d == XCONV_DTYPE_BF16 || d == XCONV_DTYPE_F16 || d == XCONV_DTYPE_F8E4M3 ||
+           d == XCONV_DTYPE_F8E5M2 || d == XCONV_DTYPE_F32;
+}
+
+void xconv__cuda_flag_nonfinite_w(const xconv_exec *e, int *flag, cudaStream_t st)
+{
+    const xconv_canon *p = e->p;
+    cudaMemsetAsync(flag, 0, sizeof(int), st);
+    const int64_t total = p->cout * p->cin_g * xconv__prod3(p->k_size);
+    if (total <= 0) return;
+    /* dense (no gaps, no negative strides: the elements fill [w_off, w_off + total)): one run;
+     * the index split per weight cost encodec_up's 2M weights about 20 us */
+    const int64_t sizes[] = {p->groups, p->cout_g, p->cin_g, p->k_size[0], p->k_size[1], p->k_size[2]};
+    const int64_t strides[] = {p->w_sg, p->w_so, p->w_si, p->w_sk[0], p->w_sk[1], p->w_sk[2]};
+    int64_t last = 0;
+    bool dense = true;
+    for (int i = 0; i < 6; i++) {
+        if (sizes[i] > 1 && strides[i] <= 0) dense = false;
+        if (sizes[i] > 1) last += (sizes[i] - 1) * strides[i];
+    }
+    const size_t es = xconv_dtype_size(p->x_dtype);
+    if (dense && last + 1 == total) {
+        const int64_t cap = (int64_t)xconv__cuda_device_sms(p->device_index) * 8;
+        const int64_t want = (total + 255) / 256;
+        flag_nonfinite_run<<<(unsigned)(want < cap ? want : cap), 256, 0, st>>>(
+            p->x_dtype, (const char *)e->w + p->w_off * (int64_t)es, total, flag);
+    } else {
+        flag_nonfinite_w<<<(unsigned)((total + 255) / 256), 256, 0, st>>>(*p, (const char *)e->w,
+                                                                          total, flag);
     }
 }
 

@@ -133,7 +133,8 @@ bool cf_supports(const xconv_canon *p, const char **why_not)
 size_t cf_workspace_bytes(const xconv_canon *p)
 {
     const cf_layout l = layout_of(p);
-    return l.x_bytes + l.w_bytes + l.y_bytes;
+    const bool flag = p->op != XCONV_OP_CONV && xconv__cuda_float_weights(p);
+    return l.x_bytes + l.w_bytes + l.y_bytes + (flag ? 256 : 0); /* cuda.deconv_tc's flag */
 }
 
 /* The tensor-core kernels' cost (wgmma's, the likeliest), plus the transposes: each byte
@@ -155,7 +156,11 @@ xconv_status cf_run(const xconv_exec *e, xconv_error *err)
     const int64_t xs = xconv__prod3(p->x_size), ys = xconv__prod3(p->y_size),
                   kk = xconv__prod3(p->k_size);
     const xconv_exec inner = xconv__cuda_inner_exec(e, &l.q, xw, ww, yw);
+    int *flag = p->op != XCONV_OP_CONV && xconv__cuda_float_weights(p)
+                    ? (int *)(yw + l.y_bytes)
+                    : nullptr;
     return xconv__cuda_run(e, "cuda.cf_tc", err, [&](cudaStream_t st) {
+        if (flag) xconv__cuda_flag_nonfinite_w(e, flag, st);
         /* x[n, c, s] -> xw[n, s, c]; w[o, i, k] -> ww[o, k, i] (o over every group) */
         launch_transpose(xes, (const char *)e->x + p->x_off * (int64_t)xes, xw, p->n, p->cin, xs,
                          p->x_sn, p->x_sc, xs * p->cin, p->cin, st);
@@ -166,6 +171,7 @@ xconv_status cf_run(const xconv_exec *e, xconv_error *err)
         /* yw[n, s, c] -> y[n, c, s] */
         launch_transpose(yes, yw, (char *)e->y + p->y_off * (int64_t)yes, p->n, ys, p->cout,
                          ys * p->cout, p->cout, p->y_sn, p->y_sc, st);
+        if (flag) xconv__cuda_generic_launch(e, st, flag); /* as cuda.deconv_tc's */
     });
 }
 

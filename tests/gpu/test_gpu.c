@@ -922,6 +922,14 @@ int main(void)
         problem pb = random_problem(i & 1 ? SHAPE_DEPTHWISE : i % 4 == 0 ? SHAPE_TC : SHAPE_ANY);
         if (has_inf(pb.w.dtype)) check_problem(&pb, FILL_SPECIAL);
     }
+    /* infinite weights in conv_transpose on the tensor cores (cuda.deconv_tc, and cuda.cf_tc
+     * through it): the stride phases' taps outside x would add 0 * Inf where cpu.ref has no
+     * term, so those engines flag such weights and recompute y by cuda.generic's kernel */
+    for (int i = 0; i < special_count / 3; i++) {
+        problem pb = random_problem(i & 1 ? SHAPE_CF : SHAPE_DECONV);
+        if (pb.params.op == XCONV_OP_CONV_TRANSPOSE && has_inf(pb.w.dtype))
+            check_problem(&pb, FILL_SPECIAL);
+    }
     /* infinities and NaN in x, for the overlapping fold's fallback (and every other engine) */
     setenv("XCONV_FOLD_SPREAD", "1", 1);
     for (int i = 0; i < special_count / 3; i++) {
