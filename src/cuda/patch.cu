@@ -21,7 +21,10 @@
  * that are not whole 16-byte pieces (qwenvl_patch in i8: 1176 bytes, which cuda.fold_tc runs
  * at 141 TOP/s) ran it at 473 TOP/s (y i32) and 645 (y i8), but test_gpu failed on two such
  * problems with two images (the second image's outputs wrong: f8e5m2 exact, and f16 in one of
- * two runs under compute-sanitizer, which reported no memory error): not understood, left out.
+ * two runs under compute-sanitizer, which reported no memory error), so it was left out. The
+ * likely cause (GPU.md, tenth session): the copy took output position j's pixel to be pixel j
+ * of x also in the dims the fold leaves unfolded, where a stride or padding makes it
+ * j * stride - pad_lo (or a zero row).
  */
 #include "cuda/common.cuh"
 
