@@ -42,13 +42,23 @@ xconv_status xconv__cuda_generic_run(const xconv_exec *e, xconv_error *err);
 /* cuda.generic's kernel for e on stream st; with only_if, it does nothing unless *only_if
  * (device memory) is nonzero when it runs (a fallback decided on the device). */
 void xconv__cuda_generic_launch(const xconv_exec *e, cudaStream_t st, const int *only_if);
-/* Whether p's weights are floats that can be Inf or NaN (bf16, f16, f8, f32), and a kernel
+/* Whether p's weights are floats that can be Inf or NaN (bf16, f16, f8, f32, f64, complex), and a kernel
  * that clears *flag (device memory) and sets it when one of e's weights is: the
  * conv_transpose engines built from stride phases add 0 * w for taps that fall outside x,
  * where cpu.ref (the gather formula) has no term, so with such a weight they run
  * xconv__cuda_generic_launch(e, st, flag) behind them. */
 bool xconv__cuda_float_weights(const xconv_canon *p);
 void xconv__cuda_flag_nonfinite_w(const xconv_exec *e, int *flag, cudaStream_t st);
+
+/* With constant weights, the conv_transpose engines built from stride phases check w for
+ * Inf / NaN once, at plan creation, instead of at every run: their prepack is one int (host
+ * memory), 0 when every weight is finite, 1 when one is not, -1 when the check could not run.
+ * A run's mode: 0 no fallback, 1 y by cuda.generic alone, 2 the flag on the device and the
+ * flagged fallback behind the phases. */
+size_t xconv__cuda_wcheck_bytes(const xconv_canon *p);
+void   xconv__cuda_wcheck_prepack(const xconv_canon *p, xconv_context *ctx, const void *w,
+                                  void *packed);
+int    xconv__cuda_wcheck_mode(const xconv_exec *e);
 
 /* The tensor-core implicit GEMM (igemm.cu) on any canonical conv it fits, for the engines
  * that rewrite a problem into that form (cuda.patch_tc, cuda.deconv_tc). why_not strings

@@ -13,6 +13,8 @@
  */
 #include "cuda/common.cuh"
 
+#include <string.h>
+
 using namespace xconv_cuda;
 
 namespace {
@@ -151,6 +153,24 @@ void xconv__cuda_generic_launch(const xconv_exec *e, cudaStream_t st, const int 
 
 namespace {
 
+/* Whether element i of w (a float or complex dtype d) is Inf or NaN (a part of it, for
+ * complex; f64 read as f64). */
+__device__ __forceinline__ bool nonfinite_at(xconv_dtype d, const char *w, int64_t i)
+{
+    switch (d) {
+    case XCONV_DTYPE_F64: return !isfinite(((const double *)w)[i]);
+    case XCONV_DTYPE_C64: {
+        const float *v = (const float *)w + 2 * i;
+        return !isfinite(v[0]) || !isfinite(v[1]);
+    }
+    case XCONV_DTYPE_C128: {
+        const double *v = (const double *)w + 2 * i;
+        return !isfinite(v[0]) || !isfinite(v[1]);
+    }
+    default: return !isfinite(ops<float>::load(d, w, i));
+    }
+}
+
 /* *flag = 1 when one of the elements [0, total) from w (dtype d) is Inf or NaN: a dense w
  * scanned as a run (a thread per element, grid-striding, no index splits). */
 __global__ void flag_nonfinite_run(xconv_dtype d, const char *__restrict__ w, int64_t total,
@@ -159,7 +179,7 @@ __global__ void flag_nonfinite_run(xconv_dtype d, const char *__restrict__ w, in
     bool bad = false;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
          i += (int64_t)gridDim.x * blockDim.x)
-        bad |= !isfinite(ops<float>::load(d, w, i));
+        bad |= nonfinite_at(d, w, i);
     if (bad) *(volatile int *)flag = 1;
 }
 
@@ -180,7 +200,7 @@ __global__ void flag_nonfinite_w(const xconv_canon p, const char *__restrict__ w
     const int64_t g = co / p.cout_g, o = co % p.cout_g;
     const int64_t wa = p.w_off + g * p.w_sg + o * p.w_so + i * p.w_si + k0 * p.w_sk[0] +
                        k1 * p.w_sk[1] + k2 * p.w_sk[2];
-    if (!isfinite(ops<float>::load(p.x_dtype, w, wa))) *(volatile int *)flag = 1;
+    if (nonfinite_at(p.x_dtype, w, wa)) *(volatile int *)flag = 1;
 }
 
 } /* namespace */
@@ -189,7 +209,8 @@ bool xconv__cuda_float_weights(const xconv_canon *p)
 {
     const xconv_dtype d = p->x_dtype;
     return d == XCONV_DTYPE_BF16 || d == XCONV_DTYPE_F16 || d == XCONV_DTYPE_F8E4M3 ||
-           d == XCONV_DTYPE_F8E5M2 || d == XCONV_DTYPE_F32;
+           d == XCONV_DTYPE_F8E5M2 || d == XCONV_DTYPE_F32 || d == XCONV_DTYPE_F64 ||
+           d == XCONV_DTYPE_C64 || d == XCONV_DTYPE_C128;
 }
 
 void xconv__cuda_flag_nonfinite_w(const xconv_exec *e, int *flag, cudaStream_t st)
@@ -218,6 +239,42 @@ void xconv__cuda_flag_nonfinite_w(const xconv_exec *e, int *flag, cudaStream_t s
         flag_nonfinite_w<<<(unsigned)((total + 255) / 256), 256, 0, st>>>(*p, (const char *)e->w,
                                                                           total, flag);
     }
+}
+
+size_t xconv__cuda_wcheck_bytes(const xconv_canon *p)
+{
+    return p->op == XCONV_OP_CONV_TRANSPOSE && xconv__cuda_float_weights(p) ? sizeof(int) : 0;
+}
+
+void xconv__cuda_wcheck_prepack(const xconv_canon *p, xconv_context *ctx, const void *w,
+                                void *packed)
+{
+    int *rec = (int *)packed;
+    *rec = -1;
+    xconv_exec e;
+    memset(&e, 0, sizeof e);
+    e.p = p, e.ctx = ctx, e.w = w;
+    xconv_cuda_scope s;
+    if (xconv__cuda_enter(&e, &s, nullptr) != XCONV_STATUS_OK) return;
+    int *flag = nullptr;
+    if (cudaMallocAsync((void **)&flag, sizeof(int), s.stream) == cudaSuccess) {
+        xconv__cuda_flag_nonfinite_w(&e, flag, s.stream);
+        int host = -1;
+        if (cudaMemcpyAsync(&host, flag, sizeof host, cudaMemcpyDeviceToHost, s.stream) ==
+                cudaSuccess &&
+            cudaStreamSynchronize(s.stream) == cudaSuccess)
+            *rec = host ? 1 : 0;
+        cudaFreeAsync(flag, s.stream);
+    }
+    (void)cudaGetLastError(); /* a failure leaves -1 (check at every run), not an error */
+    xconv__cuda_leave(&s);
+}
+
+int xconv__cuda_wcheck_mode(const xconv_exec *e)
+{
+    if (!xconv__cuda_float_weights(e->p)) return 0;
+    const int rec = e->packed ? *(const int *)e->packed : -1;
+    return rec == 0 ? 0 : rec == 1 ? 1 : 2;
 }
 
 xconv_status xconv__cuda_generic_run(const xconv_exec *e, xconv_error *err)

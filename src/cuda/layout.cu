@@ -156,10 +156,13 @@ xconv_status cf_run(const xconv_exec *e, xconv_error *err)
     const int64_t xs = xconv__prod3(p->x_size), ys = xconv__prod3(p->y_size),
                   kk = xconv__prod3(p->k_size);
     const xconv_exec inner = xconv__cuda_inner_exec(e, &l.q, xw, ww, yw);
-    int *flag = p->op != XCONV_OP_CONV && xconv__cuda_float_weights(p)
-                    ? (int *)(yw + l.y_bytes)
-                    : nullptr;
+    const int mode = p->op != XCONV_OP_CONV ? xconv__cuda_wcheck_mode(e) : 0;
+    int *flag = mode == 2 ? (int *)(yw + l.y_bytes) : nullptr;
     return xconv__cuda_run(e, "cuda.cf_tc", err, [&](cudaStream_t st) {
+        if (mode == 1) { /* constant weights with an Inf or NaN: the gather formula alone */
+            xconv__cuda_generic_launch(e, st, nullptr);
+            return;
+        }
         if (flag) xconv__cuda_flag_nonfinite_w(e, flag, st);
         /* x[n, c, s] -> xw[n, s, c]; w[o, i, k] -> ww[o, k, i] (o over every group) */
         launch_transpose(xes, (const char *)e->x + p->x_off * (int64_t)xes, xw, p->n, p->cin, xs,
@@ -180,5 +183,5 @@ xconv_status cf_run(const xconv_exec *e, xconv_error *err)
 extern "C" const xconv_engine xconv__engine_cuda_cf = {
     "cuda.cf_tc",       XCONV_DEVICE_CUDA, cf_supports,
     cf_workspace_bytes, cf_cost,           cf_run,
-    nullptr /* no prepack */, nullptr,
+    xconv__cuda_wcheck_bytes, xconv__cuda_wcheck_prepack, /* constant weights: checked once */
 };

@@ -17,16 +17,18 @@
  * rows are slow: the same GEMM ran 400 TFLOP/s with 1176 channels against 532-579 with 1152 or
  * 1216 (bf16, 16384 x 1152 outputs, one call). Copying x and w into the workspace with rows
  * padded to 1216 channels did not pay: the copies took 31 us (2.9 TB/s) of the GEMM's 18 us
- * saved, 397 -> 374 TFLOP/s (tried and dropped, tenth session). The same copy for folded rows
- * that are not whole 16-byte pieces (qwenvl_patch in i8: 1176 bytes, which cuda.fold_tc runs
- * at 141 TOP/s) ran it at 473 TOP/s (y i32) and 645 (y i8), but test_gpu failed on two such
- * problems with two images (the second image's outputs wrong: f8e5m2 exact, and f16 in one of
- * two runs under compute-sanitizer, which reported no memory error), so it was left out. The
- * likely cause (GPU.md, tenth session): the copy took output position j's pixel to be pixel j
- * of x also in the dims the fold leaves unfolded, where a stride or padding makes it
- * j * stride - pad_lo (or a zero row).
+ * saved, 397 -> 374 TFLOP/s (tried and dropped, tenth session).
+ *
+ * Folded rows that are not whole 16-byte pieces (qwenvl_patch in i8 / u8 / fp8: 1176 bytes)
+ * cannot take the 16-byte loader at all, so there the copy pays: x and w are copied into the
+ * workspace over the folded problem's own grids (x's positions, w's taps: strides and padding of
+ * the dims left unfolded stay as they are) with rows padded by zeros to whole 128-byte blocks,
+ * and the folded conv runs over the copies (zero channels add 0 * 0). Taken where the padding
+ * adds at most half the row; XCONV_PATCH_PAD=1 takes it wherever it applies (tests).
  */
 #include "cuda/common.cuh"
+
+#include <stdlib.h>
 
 namespace {
 
@@ -86,6 +88,72 @@ bool fold(const xconv_canon *p, xconv_canon *q)
     return true;
 }
 
+/* The padded copy: r is the folded q over dense copies of x and w in the workspace, rows of
+ * cpad channels (whole 128-byte blocks); false where q takes the 16-byte loader as it is, or
+ * the padded r does not, or (unless XCONV_PATCH_PAD=1) the padding would add more than half. */
+struct padded {
+    xconv_canon r;
+    int64_t     cpad;
+    size_t      x_bytes, w_bytes; /* the copies, each rounded up to 256 bytes */
+};
+
+bool pad_plan(const xconv_canon *q, padded *pd)
+{
+    if (xconv__cuda_igemm_fast(q)) return false;
+    const int64_t es = (int64_t)xconv_dtype_size(q->x_dtype);
+    if (es > 2 || q->x_sc != 1 || q->w_si != 1 || q->groups != 1) return false;
+    const int64_t row = q->cin * es, cpad = (row + 127) / 128 * 128 / es;
+    const char *force = getenv("XCONV_PATCH_PAD");
+    if (!(force && force[0] == '1') && 2 * (cpad - q->cin) > q->cin) return false;
+    xconv_canon r = *q;
+    r.cin = r.cin_g = cpad;
+    r.x_off = 0, r.x_sc = 1;
+    xconv__cuda_dense_strides(q->x_size, cpad, r.x_ss);
+    r.x_sn = xconv__prod3(q->x_size) * cpad;
+    r.w_off = 0, r.w_si = 1;
+    xconv__cuda_dense_strides(q->k_size, cpad, r.w_sk);
+    r.w_so = xconv__prod3(q->k_size) * cpad;
+    r.w_sg = r.w_so * q->cout_g;
+    if (!xconv__cuda_igemm_fast(&r)) return false;
+    pd->r = r;
+    pd->cpad = cpad;
+    pd->x_bytes = xconv__cuda_align256((size_t)(q->n * r.x_sn * es));
+    pd->w_bytes = xconv__cuda_align256((size_t)(q->cout * r.w_so * es));
+    return true;
+}
+
+/* dst[row][0, cpad) = src row (cin elements) then zeros; row = ((a * D0 + i0) * D1 + i1) * D2
+ * + i2 at src element base + a*sa + i0*s[0] + i1*s[1] + i2*s[2]: x over (n, positions), w over
+ * (o, taps). A block per row (grid-stride), threads along it. */
+template <class T>
+__global__ void pad_rows(const T *__restrict__ src, T *__restrict__ dst, int64_t rows, int cin,
+                         int cpad, int64_t base, int64_t sa, int64_t s0, int64_t s1, int64_t s2,
+                         int64_t D0, int64_t D1, int64_t D2)
+{
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        int64_t t = r;
+        const int64_t i2 = t % D2;
+        t /= D2;
+        const int64_t i1 = t % D1;
+        t /= D1;
+        const int64_t i0 = t % D0, a = t / D0;
+        const T *s = src + base + a * sa + i0 * s0 + i1 * s1 + i2 * s2;
+        T *d = dst + r * cpad;
+        for (int c = threadIdx.x; c < cpad; c += blockDim.x) d[c] = c < cin ? s[c] : (T)0;
+    }
+}
+
+template <class T>
+void launch_pad(const T *src, T *dst, int64_t rows, const xconv_canon *q, int64_t cpad,
+                int64_t base, int64_t sa, const int64_t s[3], const int64_t D[3], cudaStream_t st)
+{
+    const int64_t cap = (int64_t)xconv__cuda_device_sms(q->device_index) * 16;
+    const unsigned blocks = (unsigned)(rows < cap ? rows : cap);
+    const int threads = cpad >= 256 ? 256 : 128;
+    pad_rows<T><<<blocks, threads, 0, st>>>(src, dst, rows, (int)q->cin, (int)cpad, base, sa, s[0],
+                                            s[1], s[2], D[0], D[1], D[2]);
+}
+
 bool patch_supports(const xconv_canon *p, const char **why_not)
 {
     if (p->device != XCONV_DEVICE_CUDA)
@@ -100,25 +168,58 @@ bool patch_supports(const xconv_canon *p, const char **why_not)
     /* worth it only where the folded problem takes the cp.async loader; cuda.igemm_tc's
      * gathering loader runs the rest unfolded */
     const char *why;
-    if (!xconv__cuda_igemm_fast_why(&q, &why))
+    padded pd;
+    if (!xconv__cuda_igemm_fast_why(&q, &why) && !pad_plan(&q, &pd))
         return *why_not = "cuda.patch_tc: the folded problem does not take the 16-byte loader "
-                          "(channels-last rows "
-                          "of 16-byte multiples)",
+                          "(channels-last rows of 16-byte multiples), nor does its padded copy",
                false;
     return true;
 }
 
-size_t patch_workspace_bytes(const xconv_canon *) { return 0; }
+size_t patch_workspace_bytes(const xconv_canon *p)
+{
+    xconv_canon q;
+    padded pd;
+    fold(p, &q);
+    return pad_plan(&q, &pd) ? pd.x_bytes + pd.w_bytes : 0;
+}
 
-/* Below cuda.igemm_tc: the same kernel with fewer, longer K runs. */
-double patch_cost(const xconv_canon *p) { return 0.015 * p->flops + 2e4; }
+/* Below cuda.igemm_tc: the same kernel with fewer, longer K runs; the padded copy adds its
+ * zero channels and the bytes it moves (as cuda.cf_tc's transposes). */
+double patch_cost(const xconv_canon *p)
+{
+    xconv_canon q;
+    padded pd;
+    fold(p, &q);
+    if (!pad_plan(&q, &pd)) return 0.015 * p->flops + 2e4;
+    return 0.015 * p->flops * (double)pd.cpad / (double)q.cin +
+           1.5 * (double)(pd.x_bytes + pd.w_bytes) + 4e4;
+}
 
 xconv_status patch_run(const xconv_exec *e, xconv_error *err)
 {
     xconv_canon q;
+    padded pd;
     fold(e->p, &q);
-    return xconv__cuda_run(e, "cuda.patch_tc", err,
-                           [&](cudaStream_t st) { xconv__cuda_tc_launch(&q, e, st); });
+    const bool pad = pad_plan(&q, &pd);
+    return xconv__cuda_run(e, "cuda.patch_tc", err, [&](cudaStream_t st) {
+        if (!pad) {
+            xconv__cuda_tc_launch(&q, e, st);
+            return;
+        }
+        char *xw = (char *)e->workspace, *ww = xw + pd.x_bytes;
+        auto copy = [&](auto t) {
+            using T = decltype(t);
+            launch_pad<T>((const T *)e->x, (T *)xw, q.n * xconv__prod3(q.x_size), &q, pd.cpad,
+                          q.x_off, q.x_sn, q.x_ss, q.x_size, st);
+            launch_pad<T>((const T *)e->w, (T *)ww, q.cout * xconv__prod3(q.k_size), &q, pd.cpad,
+                          q.w_off, q.w_so, q.w_sk, q.k_size, st);
+        };
+        if (xconv_dtype_size(q.x_dtype) == 1) copy(uint8_t{});
+        else copy(uint16_t{});
+        const xconv_exec inner = xconv__cuda_inner_exec(e, &pd.r, xw, ww, e->y);
+        xconv__cuda_tc_launch(&pd.r, &inner, st);
+    });
 }
 
 } /* namespace */

@@ -232,6 +232,8 @@ typedef enum shape_kind {
     SHAPE_CF,        /* SHAPE_TC in channels-first, both ops: cuda.cf_tc's transposes */
     SHAPE_F32,       /* SHAPE_TC in f32, both layouts: cuda.f32_bf16x3 (allow_tf32) */
     SHAPE_FOLD,      /* conv with 1-7 input channels, both layouts: cuda.fold_tc */
+    SHAPE_SIMT,      /* both ops and layouts, views, the wide dtypes, rows over several
+                      * tiles: cuda.igemm_simt */
 } shape_kind;
 
 /* A random valid problem of the given shape kind. */
@@ -239,6 +241,7 @@ static problem random_problem_once(shape_kind kind)
 {
     const bool wg = kind == SHAPE_WGMMA;
     const bool cfk = kind == SHAPE_CF, f32k = kind == SHAPE_F32, fold = kind == SHAPE_FOLD;
+    const bool simt = kind == SHAPE_SIMT;
     const bool tc = kind == SHAPE_TC || kind == SHAPE_DECONV || kind == SHAPE_PATCH || wg || cfk ||
                     f32k || fold;
     const bool dw = kind == SHAPE_DEPTHWISE, patch = kind == SHAPE_PATCH;
@@ -257,7 +260,7 @@ static problem random_problem_once(shape_kind kind)
     problem pb;
     memset(&pb, 0, sizeof pb);
     const int d = cf_plane ? (int)rnd_in(2, 3) : (int)rnd_in(1, 3);
-    const xconv_op op = kind == SHAPE_DECONV || ((kind == SHAPE_ANY || cfk) && (rnd() & 1))
+    const xconv_op op = kind == SHAPE_DECONV || ((kind == SHAPE_ANY || cfk || simt) && (rnd() & 1))
                             ? XCONV_OP_CONV_TRANSPOSE
                             : XCONV_OP_CONV;
     const xconv_layout L = cf_plane ? XCONV_LAYOUT_CHANNELS_FIRST
@@ -294,6 +297,12 @@ static problem random_problem_once(shape_kind kind)
         if (fold) {
             g = 1;
             cin_g = rnd_in(1, 7);
+        }
+        if (simt) { /* reductions over several 8-step stages, one to three column tiles */
+            g = rnd_in(0, 3) == 0 ? 2 : 1;
+            cin_g = rnd_in(0, 2) == 0 ? rnd_in(1, 4) : rnd_in(5, 24);
+            cout_g = rnd_in(0, 2) == 0 ? rnd_in(1, 16) : rnd_in(0, 1) ? rnd_in(17, 130)
+                                                                     : rnd_in(131, 300);
         }
         bool ok = true;
         /* depthwise: half the kernels square 3x3 / 5x5 (the compiled-size paths) */
@@ -335,6 +344,7 @@ static problem random_problem_once(shape_kind kind)
                     : 0;
             xs[i] = rnd_in(1, tc ? (d == 3 ? 6 : d == 2 ? 12 : 40) : (d == 3 ? 4 : 7));
             if (wg) xs[i] = rnd_in(1, d == 3 ? 8 : d == 2 ? 20 : 300); /* M over several tiles */
+            if (simt) xs[i] = rnd_in(1, d == 3 ? 7 : d == 2 ? 18 : 260);
             if (dw) xs[i] = rnd_in(1, d == 3 ? 9 : d == 2 ? 40 : 300);
             if (cf_plane && i > 0) /* wide rows: several bands of output rows per plane */
                 xs[i] = i < d - 1 ? rnd_in(1, 60) : rnd() & 1 ? 8 * rnd_in(1, 25) /* rows of 16 bytes */
@@ -355,6 +365,11 @@ static problem random_problem_once(shape_kind kind)
                                                XCONV_DTYPE_I8, XCONV_DTYPE_U8};
     if (slide) xd = slide_dtypes[rnd() % 5];
     if (f32k) xd = XCONV_DTYPE_F32;
+    static const xconv_dtype simt_dtypes[] = {
+        XCONV_DTYPE_F32, XCONV_DTYPE_F32, XCONV_DTYPE_F64, XCONV_DTYPE_I16, XCONV_DTYPE_U16,
+        XCONV_DTYPE_I32, XCONV_DTYPE_U32, XCONV_DTYPE_I64, XCONV_DTYPE_U64, XCONV_DTYPE_C64,
+        XCONV_DTYPE_C128, XCONV_DTYPE_BF16, XCONV_DTYPE_I8};
+    if (simt) xd = simt_dtypes[rnd() % 13]; /* bf16 and i8 for their f64 / 64-bit sums */
     const xconv_dtype yd = f32k ? XCONV_DTYPE_F32 : pick_out_dtype(xd);
     const int64_t cin = g * cin_g, cout = g * cout_g;
     pb.has_bias = rnd() & 1;
@@ -403,6 +418,7 @@ static const char *kind_engine(shape_kind kind)
     case SHAPE_WGMMA: return "cuda.igemm_wgmma";
     case SHAPE_CF: return "cuda.cf_tc";
     case SHAPE_FOLD: return "cuda.fold_tc";
+    case SHAPE_SIMT: return "cuda.igemm_simt";
     default: return NULL;
     }
 }
@@ -872,6 +888,7 @@ int main(void)
     const int generic_count = quick ? 60 : 600, tc_count = quick ? 20 : 200;
     const int special_count = quick ? 15 : 150; /* per special engine */
     const int wgmma_count = quick ? 20 : 100;
+    const int simt_count = quick ? 20 : 200;
 
     check_bad_inputs();
     check_plan_on_stream();
@@ -884,9 +901,16 @@ int main(void)
         check_problem(&pb, (i & 1) ? FILL_REAL : FILL_EXACT);
     }
     const shape_kind special[] = {SHAPE_DEPTHWISE, SHAPE_PATCH, SHAPE_DECONV, SHAPE_WGMMA,
-                                  SHAPE_CF,        SHAPE_F32,   SHAPE_FOLD};
-    for (int k = 0; k < 7; k++)
-        for (int i = 0; i < (special[k] == SHAPE_WGMMA ? wgmma_count : special_count); i++) {
+                                  SHAPE_CF,        SHAPE_F32,   SHAPE_FOLD,   SHAPE_SIMT};
+    for (int k = 0; k < 8; k++)
+        for (int i = 0; i < (special[k] == SHAPE_WGMMA  ? wgmma_count
+                             : special[k] == SHAPE_SIMT ? simt_count
+                                                        : special_count);
+             i++) {
+            /* half of cuda.patch_tc's problems with its padded copy wherever it applies (folded
+             * rows that are not whole 16-byte pieces: 1-byte dtypes, odd channel counts) */
+            const bool pad = special[k] == SHAPE_PATCH && (i & 2);
+            if (pad) setenv("XCONV_PATCH_PAD", "1", 1);
             problem pb = random_problem(special[k]);
             /* cuda.igemm_wgmma's and cuda.deconv_tc's problems under each tile configuration
              * in turn (its knob, read at each launch), half of them on the persistent grid:
@@ -910,6 +934,7 @@ int main(void)
             if (fold && i % 3 < 2) setenv("XCONV_FOLD_SPREAD", i % 3 ? "0" : "1", 1);
             check_problem(&pb, (i & 1) ? FILL_REAL : FILL_EXACT);
             if (fold) unsetenv("XCONV_FOLD_SPREAD");
+            if (pad) unsetenv("XCONV_PATCH_PAD");
             if (force) {
                 unsetenv("XCONV_WGMMA_CFG");
                 unsetenv("XCONV_WGMMA_PERSIST");
@@ -927,6 +952,13 @@ int main(void)
      * term, so those engines flag such weights and recompute y by cuda.generic's kernel */
     for (int i = 0; i < special_count / 3; i++) {
         problem pb = random_problem(i & 1 ? SHAPE_CF : SHAPE_DECONV);
+        if (pb.params.op == XCONV_OP_CONV_TRANSPOSE && has_inf(pb.w.dtype))
+            check_problem(&pb, FILL_SPECIAL);
+    }
+    /* infinite weights in conv_transpose on the CUDA cores (cuda.igemm_simt's stride phases,
+     * f32 / f64 / complex): the same fallback */
+    for (int i = 0; i < special_count / 3; i++) {
+        problem pb = random_problem(SHAPE_SIMT);
         if (pb.params.op == XCONV_OP_CONV_TRANSPOSE && has_inf(pb.w.dtype))
             check_problem(&pb, FILL_SPECIAL);
     }
