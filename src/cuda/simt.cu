@@ -22,6 +22,9 @@
  */
 #include "cuda/phases.cuh"
 
+#include <string.h>
+#include <type_traits>
+
 using namespace xconv_cuda;
 
 namespace {
@@ -50,13 +53,22 @@ template <> struct shape<xconv_c128> {
     static constexpr int TM = 4, TN = 4;
 };
 template <class T> constexpr int BM_OF = 16 * shape<T>::TM;
-template <class T> constexpr int BN_OF = 16 * shape<T>::TN;
+/* NARROW: half the columns, for 4-byte types with at most 64 output channels per group (a
+ * 128-wide tile would be half zeros). */
+template <class T, bool NARROW> constexpr int TN_OF = NARROW ? shape<T>::TN / 2 : shape<T>::TN;
+template <class T, bool NARROW> constexpr int BN_OF = 16 * TN_OF<T, NARROW>;
+template <class T> bool narrow_for(const xconv_canon *q) { return sizeof(T) == 4 && q->cout_g <= 64; }
 
 /* One reduction step: the x offset of its channel and tap, the tap's displacement per dim. */
 struct ktab {
     int64_t xd;
     int     d0, d1, d2, unused;
 };
+
+/* How the epilogue may store: Y_VEC_O, runs of TN/2 output channels as one vector (y's
+ * channels contiguous); Y_VEC_M, runs of TM/2 positions (y's innermost dim contiguous, whole
+ * runs per row); both only where y holds the compute type's 4-byte bits, aligned. */
+enum { Y_SCALAR = 0, Y_VEC_O = 1, Y_VEC_M = 2 };
 
 struct simt_args {
     xconv_canon  p;
@@ -69,7 +81,33 @@ struct simt_args {
     int          KT;        /* its BK-step stages */
     int          o_pad;     /* cout_g rounded up to BN */
     int          n_tiles;   /* column tiles per group */
+    int          y_mode;    /* Y_SCALAR, Y_VEC_O or Y_VEC_M */
+    bool         small_m;   /* M below 2^31: positions split in 32-bit arithmetic */
 };
+
+/* Output position m as (n, j0, j1, j2); 32-bit divisions where m and the sizes allow (a
+ * 64-bit division is several times the instructions, and every tile splits its rows). */
+struct position {
+    int64_t n, j0, j1, j2;
+};
+__device__ __forceinline__ position split_m(const xconv_canon &p, int64_t m, bool small)
+{
+    position r;
+    if (small) {
+        uint32_t t = (uint32_t)m;
+        const uint32_t Y2 = (uint32_t)p.y_size[2], Y1 = (uint32_t)p.y_size[1],
+                       Y0 = (uint32_t)p.y_size[0];
+        r.j2 = t % Y2, t /= Y2;
+        r.j1 = t % Y1, t /= Y1;
+        r.j0 = t % Y0, r.n = t / Y0;
+    } else {
+        int64_t t = m;
+        r.j2 = t % p.y_size[2], t /= p.y_size[2];
+        r.j1 = t % p.y_size[1], t /= p.y_size[1];
+        r.j0 = t % p.y_size[0], r.n = t / p.y_size[0];
+    }
+    return r;
+}
 
 /* The multiply-add of each compute type; complex as four fused multiply-adds. */
 template <class T> __device__ __forceinline__ void mac(T &acc, T a, T b) { ops<T>::mac(acc, a, b); }
@@ -152,16 +190,20 @@ __global__ void __launch_bounds__(NT) pack_kernel(const simt_args a, const char 
 /* The GEMM. SAME: x stores the compute type's bits (read as is, no conversion). K_FAST:
  * neighbouring threads gather neighbouring reduction steps of a row (x's channels
  * contiguous), else neighbouring rows of one step (x's positions contiguous). */
-template <class T, bool SAME, bool K_FAST>
+template <class T, bool NARROW, bool SAME, bool K_FAST>
 __global__ void __launch_bounds__(NT, 2) gemm_kernel(const simt_args a)
 {
-    constexpr int TM = shape<T>::TM, TN = shape<T>::TN, BM = BM_OF<T>, BN = BN_OF<T>;
+    constexpr int TM = shape<T>::TM, TN = TN_OF<T, NARROW>, BM = BM_OF<T>, BN = BN_OF<T, NARROW>;
     constexpr int APT = BM * BK / NT;     /* A elements a thread gathers per stage */
-    constexpr int ROWS = K_FAST ? APT : 1; /* the rows it gathers them from */
     /* A's rows padded by 4 elements: K_FAST's stores of 8 steps x 4 rows per warp then fall
      * in distinct banks */
     __shared__ __align__(16) T As[2][BK][BM + 4];
     __shared__ __align__(16) T Bs[2][BK][BN];
+    /* K_FAST: the tile's rows (x offset, coordinates) in shared memory, where each thread reads
+     * its APT rows at every stage (in registers they made the kernel spill); otherwise a
+     * thread's one row in registers */
+    __shared__ int64_t row_x[K_FAST ? BM : 1];
+    __shared__ int4 row_b[K_FAST ? BM : 1];
 
     const xconv_canon &p = a.p;
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
@@ -170,27 +212,27 @@ __global__ void __launch_bounds__(NT, 2) gemm_kernel(const simt_args a)
     const int64_t m0 = (int64_t)(blockIdx.x / (unsigned)a.n_tiles) * BM;
     const int X0 = (int)p.x_size[0], X1 = (int)p.x_size[1], X2 = (int)p.x_size[2];
 
-    int64_t xb[ROWS];
-    int b0[ROWS], b1[ROWS], b2[ROWS];
-#pragma unroll
-    for (int r = 0; r < ROWS; r++) {
-        const int row = K_FAST ? tid / BK + r * (NT / BK) : tid % BM;
+    /* row `row` of the tile: its x offset and the coordinates of its first tap */
+    auto row_at = [&](int row, int64_t &xb, int4 &b) {
         const int64_t m = m0 + row;
         if (m < a.M) {
-            int64_t t = m;
-            const int64_t j2 = t % p.y_size[2];
-            t /= p.y_size[2];
-            const int64_t j1 = t % p.y_size[1];
-            t /= p.y_size[1];
-            const int64_t j0 = t % p.y_size[0], n = t / p.y_size[0];
-            b0[r] = (int)(j0 * p.stride[0] - p.pad_lo[0]);
-            b1[r] = (int)(j1 * p.stride[1] - p.pad_lo[1]);
-            b2[r] = (int)(j2 * p.stride[2] - p.pad_lo[2]);
-            xb[r] = p.x_off + n * p.x_sn + g * p.cin_g * p.x_sc + b0[r] * p.x_ss[0] +
-                    b1[r] * p.x_ss[1] + b2[r] * p.x_ss[2];
+            const position q = split_m(p, m, a.small_m);
+            b.x = (int)(q.j0 * p.stride[0] - p.pad_lo[0]);
+            b.y = (int)(q.j1 * p.stride[1] - p.pad_lo[1]);
+            b.z = (int)(q.j2 * p.stride[2] - p.pad_lo[2]);
+            xb = p.x_off + q.n * p.x_sn + g * p.cin_g * p.x_sc + b.x * p.x_ss[0] +
+                 b.y * p.x_ss[1] + b.z * p.x_ss[2];
         } else {
-            b0[r] = INVALID, b1[r] = b2[r] = 0, xb[r] = 0;
+            b = make_int4(INVALID, 0, 0, 0), xb = 0;
         }
+    };
+    int64_t xb0 = 0;
+    int4 rb0 = make_int4(0, 0, 0, 0);
+    if constexpr (K_FAST) {
+        if (tid < BM) row_at(tid, row_x[tid], row_b[tid]);
+        __syncthreads();
+    } else {
+        row_at(tid % BM, xb0, rb0);
     }
     const int kl = K_FAST ? tid % BK : tid / BM; /* the first reduction step this thread gathers */
 
@@ -199,20 +241,23 @@ __global__ void __launch_bounds__(NT, 2) gemm_kernel(const simt_args a)
         if (SAME) return ((const T *)a.x)[off];
         return ops<T>::load(p.x_dtype, a.x, off);
     };
-    auto inside = [&](int r, const ktab &e) {
-        return (unsigned)(b0[r] + e.d0) < (unsigned)X0 && (unsigned)(b1[r] + e.d1) < (unsigned)X1 &&
-               (unsigned)(b2[r] + e.d2) < (unsigned)X2;
+    auto inside = [&](const int4 &b, const ktab &e) {
+        return (unsigned)(b.x + e.d0) < (unsigned)X0 && (unsigned)(b.y + e.d1) < (unsigned)X1 &&
+               (unsigned)(b.z + e.d2) < (unsigned)X2;
     };
     auto gather = [&](int kt) {
-        if (K_FAST) {
+        if constexpr (K_FAST) {
             const ktab e = a.tab[kt * BK + kl];
 #pragma unroll
-            for (int i = 0; i < APT; i++) ra[i] = inside(i, e) ? load_x(xb[i] + e.xd) : ops<T>::zero();
+            for (int i = 0; i < APT; i++) {
+                const int row = tid / BK + i * (NT / BK);
+                ra[i] = inside(row_b[row], e) ? load_x(row_x[row] + e.xd) : ops<T>::zero();
+            }
         } else {
 #pragma unroll
             for (int i = 0; i < APT; i++) {
                 const ktab e = a.tab[kt * BK + kl + i * (NT / BM)];
-                ra[i] = inside(0, e) ? load_x(xb[0] + e.xd) : ops<T>::zero();
+                ra[i] = inside(rb0, e) ? load_x(xb0 + e.xd) : ops<T>::zero();
             }
         }
     };
@@ -282,28 +327,92 @@ __global__ void __launch_bounds__(NT, 2) gemm_kernel(const simt_args a)
         }
     }
 
+    /* the bias of this thread's columns, then y: vectors where a.y_mode allows */
+    T bv[TN];
 #pragma unroll
-    for (int i = 0; i < TM; i++) {
-        const int row = i < TM / 2 ? ty * (TM / 2) + i : BM / 2 + ty * (TM / 2) + i - TM / 2;
-        const int64_t m = m0 + row;
-        if (m >= a.M) continue;
-        int64_t t = m;
-        const int64_t j2 = t % p.y_size[2];
-        t /= p.y_size[2];
-        const int64_t j1 = t % p.y_size[1];
-        t /= p.y_size[1];
-        const int64_t j0 = t % p.y_size[0], n = t / p.y_size[0];
-        const int64_t yrow = p.y_off + n * p.y_sn + j0 * p.y_ss[0] + j1 * p.y_ss[1] +
-                             j2 * p.y_ss[2] + g * p.cout_g * p.y_sc;
+    for (int j = 0; j < TN; j++) {
+        const int col = j < TN / 2 ? tx * (TN / 2) + j : BN / 2 + tx * (TN / 2) + j - TN / 2;
+        const int64_t o = o0 + col;
+        bv[j] = a.bias && o < p.cout_g
+                    ? ops<T>::load(p.bias_dtype, a.bias, p.b_off + (g * p.cout_g + o) * p.b_s)
+                    : ops<T>::zero();
+    }
+    /* the sum, then the bias (none added without one: +0 would turn a -0 sum into +0) */
+    auto fin = [&](T s, T b) { return a.bias ? plus(s, b) : s; };
+    auto col_of = [&](int j) {
+        return j < TN / 2 ? tx * (TN / 2) + j : BN / 2 + tx * (TN / 2) + j - TN / 2;
+    };
+    /* Each half of this thread's rows is a run of TM/2 consecutive positions: split its first
+     * once, then step (j2, j1, j0, n) along it. */
 #pragma unroll
-        for (int j = 0; j < TN; j++) {
-            const int col = j < TN / 2 ? tx * (TN / 2) + j : BN / 2 + tx * (TN / 2) + j - TN / 2;
-            const int64_t o = o0 + col;
-            if (o >= p.cout_g) continue;
-            T v = acc[i][j];
-            if (a.bias)
-                v = plus(v, ops<T>::load(p.bias_dtype, a.bias, p.b_off + (g * p.cout_g + o) * p.b_s));
-            ops<T>::store(p.y_dtype, a.y, yrow + o * p.y_sc, v);
+    for (int h = 0; h < 2; h++) {
+        const int64_t mh = m0 + h * (BM / 2) + ty * (TM / 2);
+        if (mh >= a.M) continue;
+        position q = split_m(p, mh, a.small_m);
+        if constexpr (sizeof(T) == 4 && TM / 2 == 4) {
+            if (a.y_mode == Y_VEC_M) { /* the run lies in one row of y and is all live */
+                const int64_t yr = p.y_off + q.n * p.y_sn + q.j0 * p.y_ss[0] + q.j1 * p.y_ss[1] +
+                                   q.j2 * p.y_ss[2] + g * p.cout_g * p.y_sc;
+#pragma unroll
+                for (int j = 0; j < TN; j++) {
+                    const int64_t o = o0 + col_of(j);
+                    if (o >= p.cout_g) continue;
+                    T v[4];
+#pragma unroll
+                    for (int i = 0; i < 4; i++) v[i] = fin(acc[h * 4 + i][j], bv[j]);
+                    uint4 vec;
+                    memcpy(&vec, v, sizeof vec);
+                    *(uint4 *)((T *)a.y + yr + o * p.y_sc) = vec;
+                }
+                continue;
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < TM / 2; i++) {
+            if (mh + i >= a.M) break;
+            const int r = h * (TM / 2) + i;
+            const int64_t yr = p.y_off + q.n * p.y_sn + q.j0 * p.y_ss[0] + q.j1 * p.y_ss[1] +
+                               q.j2 * p.y_ss[2] + g * p.cout_g * p.y_sc;
+            bool done = false;
+            if constexpr (sizeof(T) == 4 && (TN / 2 == 2 || TN / 2 == 4)) {
+                using V = typename std::conditional<TN / 2 == 4, uint4, uint2>::type;
+                if (a.y_mode == Y_VEC_O) {
+#pragma unroll
+                    for (int c = 0; c < 2; c++) {
+                        const int64_t c0 = o0 + c * (BN / 2) + tx * (TN / 2);
+                        T v[TN / 2];
+#pragma unroll
+                        for (int j = 0; j < TN / 2; j++)
+                            v[j] = fin(acc[r][c * (TN / 2) + j], bv[c * (TN / 2) + j]);
+                        T *dst = (T *)a.y + yr + c0;
+                        if (c0 + TN / 2 <= p.cout_g) {
+                            V vec;
+                            memcpy(&vec, v, sizeof vec);
+                            *(V *)dst = vec;
+                        } else {
+#pragma unroll
+                            for (int j = 0; j < TN / 2; j++)
+                                if (c0 + j < p.cout_g) dst[j] = v[j];
+                        }
+                    }
+                    done = true;
+                }
+            }
+            if (!done) {
+#pragma unroll
+                for (int j = 0; j < TN; j++) {
+                    const int64_t o = o0 + col_of(j);
+                    if (o < p.cout_g)
+                        ops<T>::store(p.y_dtype, a.y, yr + o * p.y_sc, fin(acc[r][j], bv[j]));
+                }
+            }
+            if (++q.j2 == p.y_size[2]) {
+                q.j2 = 0;
+                if (++q.j1 == p.y_size[1]) {
+                    q.j1 = 0;
+                    if (++q.j0 == p.y_size[0]) q.j0 = 0, ++q.n;
+                }
+            }
         }
     }
 }
@@ -316,12 +425,13 @@ struct geom {
 
 template <class T> geom geom_of(const xconv_canon *q)
 {
+    const int BN = narrow_for<T>(q) ? BN_OF<T, true> : BN_OF<T, false>;
     geom G;
     G.M = q->n * xconv__prod3(q->y_size);
     G.K = q->cin_g * xconv__prod3(q->k_size);
     G.KT = (G.K + BK - 1) / BK;
-    G.n_tiles = (q->cout_g + BN_OF<T> - 1) / BN_OF<T>;
-    G.o_pad = G.n_tiles * BN_OF<T>;
+    G.n_tiles = (q->cout_g + BN - 1) / BN;
+    G.o_pad = G.n_tiles * BN;
     G.m_tiles = (G.M + BM_OF<T> - 1) / BM_OF<T>;
     G.tab_bytes = (double)G.KT * BK * (double)sizeof(ktab);
     G.w_bytes = (double)q->groups * (double)G.KT * BK * (double)G.o_pad * (double)sizeof(T);
@@ -414,6 +524,25 @@ double simt_cost(const xconv_canon *p)
     return (tc_dtype ? 1.0 : 0.5) * waste * p->flops + 3e4;
 }
 
+/* The epilogue's store mode for q's y (see Y_VEC_O / Y_VEC_M). */
+int y_mode_of(const xconv_canon *q, const xconv_exec *e, size_t ct_size)
+{
+    if (ct_size != 4 || xconv_dtype_size(q->y_dtype) != 4 || !xconv__same_bits(q->ct, q->y_dtype) ||
+        (uintptr_t)e->y % 16)
+        return Y_SCALAR;
+    const int64_t off[] = {q->y_off, q->y_sn, q->y_ss[0], q->y_ss[1], q->y_ss[2], q->y_sc};
+    bool aligned = true; /* every stride but the contiguous one a multiple of 4 elements */
+    if (q->y_sc == 1) {
+        for (int i = 0; i < 5; i++) aligned = aligned && off[i] % 4 == 0;
+        return aligned && q->cout_g % 4 == 0 ? Y_VEC_O : Y_SCALAR;
+    }
+    if (q->y_ss[2] == 1 && q->y_size[2] % 4 == 0) {
+        for (int i : {0, 1, 2, 3, 5}) aligned = aligned && off[i] % 4 == 0;
+        return aligned ? Y_VEC_M : Y_SCALAR;
+    }
+    return Y_SCALAR;
+}
+
 template <class T>
 void launch_conv(const xconv_canon *q, const xconv_exec *e, char *ws, cudaStream_t st)
 {
@@ -432,6 +561,8 @@ void launch_conv(const xconv_canon *q, const xconv_exec *e, char *ws, cudaStream
         pack_kernel<T><<<(unsigned)(want < cap ? want : cap), NT, 0, st>>>(a, (const char *)e->w,
                                                                           wp, tab);
     }
+    a.small_m = G.M <= INT32_MAX;
+    a.y_mode = y_mode_of(q, e, sizeof(T));
     const dim3 grid((unsigned)(G.m_tiles * G.n_tiles), (unsigned)q->groups);
     /* channels gathered along the reduction when they are x's smallest stride */
     const int64_t sc = q->x_sc < 0 ? -q->x_sc : q->x_sc;
@@ -440,10 +571,19 @@ void launch_conv(const xconv_canon *q, const xconv_exec *e, char *ws, cudaStream
         if (q->x_size[d] > 1) sp = q->x_ss[d] < 0 ? -q->x_ss[d] : q->x_ss[d];
     const bool k_fast = q->cin_g > 1 && (sp == 0 || sc < sp);
     const bool same = xconv__same_bits(q->ct, q->x_dtype);
-    if (same && k_fast) gemm_kernel<T, true, true><<<grid, NT, 0, st>>>(a);
-    else if (same) gemm_kernel<T, true, false><<<grid, NT, 0, st>>>(a);
-    else if (k_fast) gemm_kernel<T, false, true><<<grid, NT, 0, st>>>(a);
-    else gemm_kernel<T, false, false><<<grid, NT, 0, st>>>(a);
+    auto go = [&](auto narrow) {
+        constexpr bool N = decltype(narrow)::value;
+        if (same && k_fast) gemm_kernel<T, N, true, true><<<grid, NT, 0, st>>>(a);
+        else if (same) gemm_kernel<T, N, true, false><<<grid, NT, 0, st>>>(a);
+        else if (k_fast) gemm_kernel<T, N, false, true><<<grid, NT, 0, st>>>(a);
+        else gemm_kernel<T, N, false, false><<<grid, NT, 0, st>>>(a);
+    };
+    if constexpr (sizeof(T) == 4) {
+        if (narrow_for<T>(q)) go(std::true_type{});
+        else go(std::false_type{});
+    } else {
+        go(std::false_type{});
+    }
 }
 
 xconv_status simt_run(const xconv_exec *e, xconv_error *err)
