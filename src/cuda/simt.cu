@@ -241,9 +241,10 @@ __global__ void __launch_bounds__(NT, 2) gemm_kernel(const simt_args a)
         if (SAME) return ((const T *)a.x)[off];
         return ops<T>::load(p.x_dtype, a.x, off);
     };
+    /* bitwise &, not &&: one predicate, no branches around each load */
     auto inside = [&](const int4 &b, const ktab &e) {
-        return (unsigned)(b.x + e.d0) < (unsigned)X0 && (unsigned)(b.y + e.d1) < (unsigned)X1 &&
-               (unsigned)(b.z + e.d2) < (unsigned)X2;
+        return ((unsigned)(b.x + e.d0) < (unsigned)X0) & ((unsigned)(b.y + e.d1) < (unsigned)X1) &
+               ((unsigned)(b.z + e.d2) < (unsigned)X2);
     };
     auto gather = [&](int kt) {
         if constexpr (K_FAST) {
@@ -268,16 +269,27 @@ __global__ void __launch_bounds__(NT, 2) gemm_kernel(const simt_args a)
             else As[s][kl + i * (NT / BM)][tid % BM] = ra[i];
         }
     };
-    auto fetch_b = [&](int kt, int s) {
-        constexpr int ROW_CHUNKS = BN * (int)sizeof(T) / 16, CHUNKS = BK * ROW_CHUNKS;
-        const char *src = (const char *)a.wp +
-                          ((g * a.KT + kt) * BK * (int64_t)a.o_pad + o0) * (int64_t)sizeof(T);
+    /* B's stage: CHUNKS 16-byte pieces, the same CHUNKS / NT of them for this thread at every
+     * stage (their offsets computed once) */
+    constexpr int ROW_CHUNKS = BN * (int)sizeof(T) / 16, CHUNKS = BK * ROW_CHUNKS;
+    constexpr int CPT = CHUNKS >= NT ? CHUNKS / NT : 1; /* pieces per thread */
+    static_assert(CHUNKS % NT == 0 || NT % CHUNKS == 0, "B stages split evenly over the threads");
+    const bool b_live = CHUNKS >= NT || tid < CHUNKS;
+    /* (32-bit offsets from the block's first B row: supports keeps a stage below 2^31 bytes) */
+    const char *b_base = (const char *)a.wp + (g * a.KT * BK * (int64_t)a.o_pad + o0) * (int64_t)sizeof(T);
+    int b_src[CPT], b_dst[CPT];
 #pragma unroll
-        for (int c = tid; c < CHUNKS; c += NT) {
-            const int row = c / ROW_CHUNKS, col = c % ROW_CHUNKS;
-            cp_async16((char *)&Bs[s][row][0] + col * 16,
-                       src + (int64_t)row * a.o_pad * (int64_t)sizeof(T) + col * 16);
-        }
+    for (int i = 0; i < CPT; i++) {
+        const int c = (tid + i * NT) % CHUNKS, row = c / ROW_CHUNKS, col = c % ROW_CHUNKS;
+        b_src[i] = row * a.o_pad * (int)sizeof(T) + col * 16;
+        b_dst[i] = row * BN * (int)sizeof(T) + col * 16;
+    }
+    const int64_t b_stage = (int64_t)BK * a.o_pad * (int64_t)sizeof(T);
+    auto fetch_b = [&](int kt, int s) {
+        if (!b_live) return;
+        const char *src = b_base + kt * b_stage;
+#pragma unroll
+        for (int i = 0; i < CPT; i++) cp_async16((char *)&Bs[s][0][0] + b_dst[i], src + b_src[i]);
     };
 
     T acc[TM][TN];
@@ -464,7 +476,7 @@ bool conv_fits(const xconv_canon *q, const char **why_not)
     if (q->groups > 65535) return *why_not = "cuda.igemm_simt: more than 65535 groups", false;
     return with_ct(q->ct, [&](auto t) {
         const geom G = geom_of<decltype(t)>(q);
-        if (G.K > INT32_MAX / 2 || G.o_pad > INT32_MAX / 2)
+        if (G.K > INT32_MAX / 2 || G.o_pad * BK * (int64_t)sizeof(decltype(t)) > INT32_MAX / 2)
             return *why_not = "cuda.igemm_simt: reduction or output channels too long", false;
         if ((double)G.m_tiles * (double)G.n_tiles > (double)INT32_MAX)
             return *why_not = "cuda.igemm_simt: too many tiles for one grid", false;
