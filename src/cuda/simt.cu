@@ -82,6 +82,8 @@ struct simt_args {
     int          o_pad;     /* cout_g rounded up to BN */
     int          n_tiles;   /* column tiles per group */
     int          y_mode;    /* Y_SCALAR, Y_VEC_O or Y_VEC_M */
+    int          split;     /* reduction slices (blockIdx.z); above 1 the sums go to part */
+    void        *part;      /* [split][groups][M][o_pad] partial sums in the compute type */
     bool         small_m;   /* M below 2^31: positions split in 32-bit arithmetic */
 };
 
@@ -208,6 +210,9 @@ __global__ void __launch_bounds__(NT, 2) gemm_kernel(const simt_args a)
     const xconv_canon &p = a.p;
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
     const int64_t g = blockIdx.y;
+    /* this block's slice of the reduction's stages */
+    const int kt_lo = (int)((int64_t)a.KT * blockIdx.z / a.split),
+              kt_hi = (int)((int64_t)a.KT * (blockIdx.z + 1) / a.split);
     const int o0 = (int)(blockIdx.x % (unsigned)a.n_tiles) * BN;
     const int64_t m0 = (int64_t)(blockIdx.x / (unsigned)a.n_tiles) * BM;
     const int X0 = (int)p.x_size[0], X1 = (int)p.x_size[1], X2 = (int)p.x_size[2];
@@ -298,16 +303,16 @@ __global__ void __launch_bounds__(NT, 2) gemm_kernel(const simt_args a)
 #pragma unroll
         for (int j = 0; j < TN; j++) acc[i][j] = ops<T>::zero();
 
-    if (a.KT > 0) {
-        gather(0);
-        fetch_b(0, 0);
+    if (kt_lo < kt_hi) {
+        gather(kt_lo);
+        fetch_b(kt_lo, 0);
         cp_async_commit();
         put(0);
         cp_async_wait_all();
         __syncthreads();
-        for (int kt = 0; kt < a.KT; kt++) {
-            const int s = kt & 1;
-            const bool more = kt + 1 < a.KT;
+        for (int kt = kt_lo; kt < kt_hi; kt++) {
+            const int s = (kt - kt_lo) & 1;
+            const bool more = kt + 1 < kt_hi;
             if (more) { /* the next stage's loads in flight under this stage's products */
                 gather(kt + 1);
                 fetch_b(kt + 1, s ^ 1);
@@ -337,6 +342,21 @@ __global__ void __launch_bounds__(NT, 2) gemm_kernel(const simt_args a)
             }
             __syncthreads();
         }
+    }
+
+    if (a.split > 1) { /* a slice's sums, as they are, for reduce_kernel */
+        T *part = (T *)a.part + ((int64_t)blockIdx.z * p.groups + g) * a.M * a.o_pad;
+#pragma unroll
+        for (int i = 0; i < TM; i++) {
+            const int row = i < TM / 2 ? ty * (TM / 2) + i : BM / 2 + ty * (TM / 2) + i - TM / 2;
+            if (m0 + row >= a.M) continue;
+#pragma unroll
+            for (int j = 0; j < TN; j++) {
+                const int col = j < TN / 2 ? tx * (TN / 2) + j : BN / 2 + tx * (TN / 2) + j - TN / 2;
+                part[(m0 + row) * a.o_pad + o0 + col] = acc[i][j];
+            }
+        }
+        return;
     }
 
     /* the bias of this thread's columns, then y: vectors where a.y_mode allows */
@@ -429,11 +449,43 @@ __global__ void __launch_bounds__(NT, 2) gemm_kernel(const simt_args a)
     }
 }
 
+/* y from a split reduction: each output the slices' partial sums in slice order, then the bias
+ * (one thread per output, grid-stride; a fixed order, so the same bits at every run). */
+template <class T> __global__ void __launch_bounds__(NT) reduce_kernel(const simt_args a)
+{
+    const xconv_canon &p = a.p;
+    const int64_t total = p.groups * a.M * p.cout_g, slice = p.groups * a.M * a.o_pad;
+    for (int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
+         idx += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t o = idx % p.cout_g, r = idx / p.cout_g, m = r % a.M, g = r / a.M;
+        const T *part = (const T *)a.part + (g * a.M + m) * a.o_pad + o;
+        T v = part[0];
+        for (int z = 1; z < a.split; z++) v = plus(v, part[z * slice]);
+        if (a.bias) v = plus(v, ops<T>::load(p.bias_dtype, a.bias, p.b_off + (g * p.cout_g + o) * p.b_s));
+        const position q = split_m(p, m, a.small_m);
+        ops<T>::store(p.y_dtype, a.y, p.y_off + q.n * p.y_sn + q.j0 * p.y_ss[0] + q.j1 * p.y_ss[1] +
+                                          q.j2 * p.y_ss[2] + (g * p.cout_g + o) * p.y_sc, v);
+    }
+}
+
 /* The sizes of one conv's GEMM for compute type T. */
 struct geom {
-    int64_t M, K, KT, o_pad, n_tiles, m_tiles;
-    double  tab_bytes, w_bytes; /* doubles: checked against overflow before use */
+    int64_t M, K, KT, o_pad, n_tiles, m_tiles, split;
+    double  tab_bytes, w_bytes, part_bytes; /* doubles: checked against overflow before use */
 };
+
+/* Reduction slices for a grid of `tiles` blocks: enough for about two waves of 2 blocks per SM
+ * where one wave would leave SMs idle (rn50_3x3_512: 100 tiles for 132 SMs), each slice at
+ * least 8 stages, at most 8 slices, and the partial sums within 64 MiB. */
+int64_t split_for(int64_t tiles, int64_t KT, double slice_bytes, int sms)
+{
+    if (tiles >= 2 * (int64_t)sms) return 1;
+    int64_t s = (4 * (int64_t)sms + tiles - 1) / tiles;
+    s = s < KT / 8 ? s : KT / 8;
+    s = s < 8 ? s : 8;
+    while (s > 1 && s * slice_bytes > 64.0 * 1024 * 1024) s--;
+    return s > 1 ? s : 1;
+}
 
 template <class T> geom geom_of(const xconv_canon *q)
 {
@@ -447,6 +499,10 @@ template <class T> geom geom_of(const xconv_canon *q)
     G.m_tiles = (G.M + BM_OF<T> - 1) / BM_OF<T>;
     G.tab_bytes = (double)G.KT * BK * (double)sizeof(ktab);
     G.w_bytes = (double)q->groups * (double)G.KT * BK * (double)G.o_pad * (double)sizeof(T);
+    const double slice = (double)q->groups * (double)G.M * (double)G.o_pad * (double)sizeof(T);
+    G.split = split_for(G.m_tiles * G.n_tiles * q->groups, G.KT, slice,
+                        xconv__cuda_device_sms(q->device_index));
+    G.part_bytes = G.split > 1 ? (double)G.split * slice : 0;
     return G;
 }
 
@@ -502,7 +558,8 @@ size_t conv_workspace(const xconv_canon *q)
 {
     return with_ct(q->ct, [&](auto t) {
         const geom G = geom_of<decltype(t)>(q);
-        return xconv__cuda_align256((size_t)G.tab_bytes) + xconv__cuda_align256((size_t)G.w_bytes);
+        return xconv__cuda_align256((size_t)G.tab_bytes) + xconv__cuda_align256((size_t)G.w_bytes) +
+               xconv__cuda_align256((size_t)G.part_bytes);
     });
 }
 
@@ -565,6 +622,8 @@ void launch_conv(const xconv_canon *q, const xconv_exec *e, char *ws, cudaStream
     ktab *tab = (ktab *)ws;
     T *wp = (T *)(ws + xconv__cuda_align256((size_t)G.tab_bytes));
     a.tab = tab, a.wp = wp;
+    a.split = (int)G.split;
+    a.part = ws + xconv__cuda_align256((size_t)G.tab_bytes) + xconv__cuda_align256((size_t)G.w_bytes);
     a.M = G.M, a.K = G.K, a.KT = (int)G.KT, a.o_pad = (int)G.o_pad, a.n_tiles = (int)G.n_tiles;
     if (G.K > 0) {
         const int64_t total = q->groups * G.KT * BK * G.o_pad;
@@ -575,7 +634,7 @@ void launch_conv(const xconv_canon *q, const xconv_exec *e, char *ws, cudaStream
     }
     a.small_m = G.M <= INT32_MAX;
     a.y_mode = y_mode_of(q, e, sizeof(T));
-    const dim3 grid((unsigned)(G.m_tiles * G.n_tiles), (unsigned)q->groups);
+    const dim3 grid((unsigned)(G.m_tiles * G.n_tiles), (unsigned)q->groups, (unsigned)G.split);
     /* channels gathered along the reduction when they are x's smallest stride */
     const int64_t sc = q->x_sc < 0 ? -q->x_sc : q->x_sc;
     int64_t sp = 0;
@@ -595,6 +654,12 @@ void launch_conv(const xconv_canon *q, const xconv_exec *e, char *ws, cudaStream
         else go(std::false_type{});
     } else {
         go(std::false_type{});
+    }
+    if (G.split > 1) {
+        const int64_t total = q->groups * G.M * q->cout_g;
+        const int64_t cap = (int64_t)xconv__cuda_device_sms(q->device_index) * 16;
+        const int64_t want = (total + NT - 1) / NT;
+        reduce_kernel<T><<<(unsigned)(want < cap ? want : cap), NT, 0, st>>>(a);
     }
 }
 
