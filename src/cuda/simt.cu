@@ -22,6 +22,7 @@
  */
 #include "cuda/phases.cuh"
 
+#include <cmath>
 #include <string.h>
 #include <type_traits>
 
@@ -474,19 +475,24 @@ struct geom {
     double  tab_bytes, w_bytes, part_bytes; /* doubles: checked against overflow before use */
 };
 
-/* Reduction slices for a grid of `tiles` blocks: where the tiles would leave SMs without a
- * block (rn50_3x3_512 in f32: 100 tiles for 132 SMs; 29.3 against 21.4 TFLOP/s unsplit), as
- * many as fill up to two waves of 2 blocks per SM, each slice at least 8 stages, at most 8
- * slices, the partial sums within 64 MiB. Between one and two blocks per SM splitting measured
- * slower (rn50_1x1_1024, 196 tiles in 3 slices: 27.4 -> 25.1). */
-int64_t split_for(int64_t tiles, int64_t KT, double slice_bytes, int sms)
+/* Reduction slices for a grid of `tiles` blocks, by a model of the run time in units of one
+ * tile's whole reduction: waves of 2 blocks per SM (ceil(tiles * S / (2 SMs)) / S; a lone
+ * block leaves its SM's issue slots half used) plus writing and reading the partial sums,
+ * about S * 50 / K (a 4-byte sum moved at ~3 TB/s against 2 K flops at ~38 TFLOP/s). The
+ * model matches what was measured: rn50_3x3_512 in f32 (100 tiles, K 4608) 21.4 -> 29.3
+ * TFLOP/s in 5 slices, in f64 (200 tiles) 12.9 -> 15.5 in 3; rn50_1x1_1024 in f32 (196
+ * tiles, K 1024) 27.4 -> 25.1 in 3 (the model: 1.15 against 1). At most 8 slices of at least
+ * 8 stages, the partial sums within 64 MiB, and a split only for a 3% gain. */
+int64_t split_for(int64_t tiles, int64_t KT, int64_t K, double slice_bytes, int sms)
 {
-    if (tiles >= (int64_t)sms) return 1;
-    int64_t s = 4 * (int64_t)sms / tiles;
-    s = s < KT / 8 ? s : KT / 8;
-    s = s < 8 ? s : 8;
-    while (s > 1 && s * slice_bytes > 64.0 * 1024 * 1024) s--;
-    return s > 1 ? s : 1;
+    const double W = 2.0 * sms;
+    int64_t best = 1;
+    double best_t = std::ceil((double)tiles / W);
+    for (int64_t s = 2; s <= 8 && KT / s >= 8 && s * slice_bytes <= 64.0 * 1024 * 1024; s++) {
+        const double t = std::ceil((double)(tiles * s) / W) / (double)s + (double)s * 50.0 / (double)K;
+        if (t < 0.97 * best_t) best = s, best_t = t;
+    }
+    return best;
 }
 
 template <class T> geom geom_of(const xconv_canon *q)
@@ -502,7 +508,7 @@ template <class T> geom geom_of(const xconv_canon *q)
     G.tab_bytes = (double)G.KT * BK * (double)sizeof(ktab);
     G.w_bytes = (double)q->groups * (double)G.KT * BK * (double)G.o_pad * (double)sizeof(T);
     const double slice = (double)q->groups * (double)G.M * (double)G.o_pad * (double)sizeof(T);
-    G.split = split_for(G.m_tiles * G.n_tiles * q->groups, G.KT, slice,
+    G.split = split_for(G.m_tiles * G.n_tiles * q->groups, G.KT, G.K, slice,
                         xconv__cuda_device_sms(q->device_index));
     G.part_bytes = G.split > 1 ? (double)G.split * slice : 0;
     return G;
