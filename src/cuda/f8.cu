@@ -63,55 +63,90 @@ __device__ __forceinline__ uint16_t f8_to_bf16(xconv_dtype d, const uint8_t *bas
     return (uint16_t)(__float_as_uint(load_f32(d, base, i)) >> 16);
 }
 
-/* x'[n, s, g, c] (c < cpad, zeros past cin_g) from x (any strides), one thread per element. */
-__global__ void copy_x(const xconv_canon p, const uint8_t *__restrict__ x, uint16_t *__restrict__ xo,
-                       int64_t cpad, int64_t total)
+/* The copies run a block per row (grid-stride over rows) and its threads along the row.
+ * A row's offset in x or y: r * step where the image and pixel dims collapse into one
+ * stride (dense views), else split from r in 32-bit arithmetic (supports: fewer than 2^31
+ * rows); one thread per element with 64-bit splits made the copies take most of the time
+ * (sdvae_512 fp8: 232 TFLOP/s in all). */
+struct rows_of {
+    int64_t  off, step;       /* collapsed: offset of row r = off + r * step */
+    bool     collapsed;
+    uint32_t d2, d1, d0;      /* else: the pixel dims, innermost first */
+    int64_t  s2, s1, s0, sn;
+};
+
+rows_of rows_for(const int64_t size[3], const int64_t ss[3], int64_t sn, int64_t n, int64_t off)
 {
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total;
-         e += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t c = e % cpad, g = e / cpad % p.groups, pix = e / (cpad * p.groups);
-        const int64_t s2 = pix % p.x_size[2], s1 = pix / p.x_size[2] % p.x_size[1],
-                      s0 = pix / (p.x_size[2] * p.x_size[1]) % p.x_size[0];
-        const int64_t n = pix / (p.x_size[0] * p.x_size[1] * p.x_size[2]);
-        xo[e] = c < p.cin_g ? f8_to_bf16(p.x_dtype, x,
-                                         p.x_off + n * p.x_sn + (g * p.cin_g + c) * p.x_sc +
-                                             s0 * p.x_ss[0] + s1 * p.x_ss[1] + s2 * p.x_ss[2])
-                            : (uint16_t)0;
+    rows_of R;
+    R.off = off, R.d2 = (uint32_t)size[2], R.d1 = (uint32_t)size[1], R.d0 = (uint32_t)size[0];
+    R.s2 = ss[2], R.s1 = ss[1], R.s0 = ss[0], R.sn = sn;
+    /* collapse from the innermost dim outwards: each outer dim's stride = inner size * stride */
+    int64_t step = 0, span = 1;
+    bool ok = true;
+    const int64_t sizes[4] = {size[2], size[1], size[0], n}, strides[4] = {ss[2], ss[1], ss[0], sn};
+    for (int d = 0; d < 4 && ok; d++) {
+        if (sizes[d] == 1) continue;
+        if (step == 0) step = strides[d], span = sizes[d];
+        else if (strides[d] == step * span) span *= sizes[d];
+        else ok = false;
+    }
+    R.collapsed = ok;
+    R.step = step;
+    return R;
+}
+
+__device__ __forceinline__ int64_t row_offset(const rows_of &R, int64_t r)
+{
+    if (R.collapsed) return R.off + r * R.step;
+    uint32_t t = (uint32_t)r;
+    const uint32_t i2 = t % R.d2;
+    t /= R.d2;
+    const uint32_t i1 = t % R.d1;
+    t /= R.d1;
+    const uint32_t i0 = t % R.d0, n = t / R.d0;
+    return R.off + n * R.sn + i0 * R.s0 + i1 * R.s1 + i2 * R.s2;
+}
+
+/* x'[n, s][g, c] (c < cpad, zeros past cin_g) from x (any strides): a row per pixel. */
+__global__ void copy_x(const xconv_canon p, rows_of R, const uint8_t *__restrict__ x,
+                       uint16_t *__restrict__ xo, int cpad, int64_t rows)
+{
+    const int len = (int)p.groups * cpad; /* (below 2^31: supports) */
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const int64_t base = row_offset(R, r);
+        for (int j = threadIdx.x; j < len; j += blockDim.x) {
+            const int g = j / cpad, c = j - g * cpad;
+            xo[r * len + j] =
+                c < p.cin_g ? f8_to_bf16(p.x_dtype, x, base + (g * p.cin_g + c) * p.x_sc) : (uint16_t)0;
+        }
     }
 }
 
-/* w'[g, o, k, i] (i < cpad, zeros past cin_g) from w (canonical (g, o, i, k) strides). */
+/* w'[g, o, k][i] (i < cpad, zeros past cin_g) from w (canonical (g, o, i, k) strides): a row
+ * per (output channel, tap); w is small. */
 __global__ void copy_w(const xconv_canon p, const uint8_t *__restrict__ w, uint16_t *__restrict__ wo,
-                       int64_t cpad, int64_t total)
+                       int cpad, int64_t rows)
 {
     const int64_t kk = p.k_size[0] * p.k_size[1] * p.k_size[2];
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total;
-         e += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t i = e % cpad, k = e / cpad % kk, o = e / (cpad * kk) % p.cout_g;
-        const int64_t g = e / (cpad * kk * p.cout_g);
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const int64_t k = r % kk, co = r / kk, o = co % p.cout_g, g = co / p.cout_g;
         const int64_t k2 = k % p.k_size[2], k1 = k / p.k_size[2] % p.k_size[1],
                       k0 = k / (p.k_size[2] * p.k_size[1]);
-        wo[e] = i < p.cin_g ? f8_to_bf16(p.x_dtype, w,
-                                         p.w_off + g * p.w_sg + o * p.w_so + i * p.w_si +
-                                             k0 * p.w_sk[0] + k1 * p.w_sk[1] + k2 * p.w_sk[2])
-                            : (uint16_t)0;
+        const int64_t base = p.w_off + g * p.w_sg + o * p.w_so + k0 * p.w_sk[0] + k1 * p.w_sk[1] +
+                             k2 * p.w_sk[2];
+        for (int i = threadIdx.x; i < cpad; i += blockDim.x)
+            wo[r * cpad + i] = i < p.cin_g ? f8_to_bf16(p.x_dtype, w, base + i * p.w_si) : (uint16_t)0;
     }
 }
 
-/* y (fp8, any strides) from the dense f32 y'[n, s, co], rounded once. */
-__global__ void round_y(const xconv_canon p, const float *__restrict__ yf, uint8_t *__restrict__ y,
-                        int64_t total)
+/* y (fp8, any strides) from the dense f32 y'[n, s][co], rounded once: a row per pixel. */
+__global__ void round_y(const xconv_canon p, rows_of R, const float *__restrict__ yf,
+                        uint8_t *__restrict__ y, int64_t rows)
 {
-    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < total;
-         e += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t co = e % p.cout, pix = e / p.cout;
-        const int64_t s2 = pix % p.y_size[2], s1 = pix / p.y_size[2] % p.y_size[1],
-                      s0 = pix / (p.y_size[2] * p.y_size[1]) % p.y_size[0];
-        const int64_t n = pix / (p.y_size[0] * p.y_size[1] * p.y_size[2]);
-        store_f32(p.y_dtype, y,
-                  p.y_off + n * p.y_sn + co * p.y_sc + s0 * p.y_ss[0] + s1 * p.y_ss[1] +
-                      s2 * p.y_ss[2],
-                  yf[e]);
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const int64_t base = row_offset(R, r);
+        for (int co = threadIdx.x; co < (int)p.cout; co += blockDim.x)
+            store_f32(p.y_dtype, y, base + co * p.y_sc, yf[r * p.cout + co]);
     }
 }
 
@@ -125,12 +160,17 @@ bool f8_supports(const xconv_canon *p, const char **why_not)
     if (p->y_dtype != p->x_dtype && p->y_dtype != XCONV_DTYPE_F32)
         return *why_not = "cuda.f8_bf16: y must be fp8 or f32 (f64 sums run on the CUDA cores)",
                false;
-    const f8_layout l = layout_of(p);
-    const char *why;
-    if (!xconv__cuda_igemm_fast_why(&l.q, &why))
-        return *why_not = "cuda.f8_bf16: the bf16 problem does not take the tensor-core loader",
+    if (p->cin + 16 * p->groups > INT32_MAX || p->cout > INT32_MAX ||
+        p->n * xconv__prod3(p->x_size) > INT32_MAX || p->n * xconv__prod3(p->y_size) > INT32_MAX)
+        return *why_not = "cuda.f8_bf16: 2^31 or more channels or pixels", false;
+    /* only where the bf16 problem runs on the wgmma kernel: on cuda.igemm_tc's loader the
+     * copies do not pay (rn50_conv1, 8 padded channels: 9.4 -> 2.4 TFLOP/s) */
+    if (p->cin_g < 64)
+        return *why_not = "cuda.f8_bf16 runs 64 or more input channels per group (whole 128-byte "
+                          "bf16 blocks for the wgmma kernel's TMA loads)",
                false;
-    return true;
+    const f8_layout l = layout_of(p);
+    return xconv__cuda_wgmma_fits(&l.q, why_not);
 }
 
 size_t f8_workspace_bytes(const xconv_canon *p)
@@ -149,13 +189,12 @@ double f8_cost(const xconv_canon *p)
     return 0.012 * pad * p->flops + 1.5 * moved + 4e4;
 }
 
-template <class K>
-void launch_grid(const xconv_canon *p, int64_t total, cudaStream_t st, K kernel)
+/* A grid of one block per row, capped at 16 blocks per SM (the kernels stride over rows). */
+template <class K> void launch_rows(const xconv_canon *p, int64_t rows, cudaStream_t st, K kernel)
 {
-    if (total <= 0) return;
+    if (rows <= 0) return;
     const int64_t cap = (int64_t)xconv__cuda_device_sms(p->device_index) * 16;
-    const int64_t want = (total + 255) / 256;
-    kernel((unsigned)(want < cap ? want : cap), st);
+    kernel((unsigned)(rows < cap ? rows : cap), st);
 }
 
 xconv_status f8_run(const xconv_exec *e, xconv_error *err)
@@ -165,21 +204,22 @@ xconv_status f8_run(const xconv_exec *e, xconv_error *err)
     char *ws = (char *)e->workspace;
     uint16_t *xo = (uint16_t *)ws, *wo = (uint16_t *)(ws + l.x_bytes);
     float *yo = l.y_copy ? (float *)(ws + l.x_bytes + l.w_bytes) : nullptr;
-    const int64_t xt = p->n * xconv__prod3(p->x_size) * l.q.cin;
-    const int64_t wt = p->cout * xconv__prod3(p->k_size) * l.q.cin_g;
-    const int64_t yt = p->n * xconv__prod3(p->y_size) * p->cout;
+    const int64_t xr = p->n * xconv__prod3(p->x_size), wr = p->cout * xconv__prod3(p->k_size);
+    const int64_t yr = p->n * xconv__prod3(p->y_size);
     const xconv_exec inner = xconv__cuda_inner_exec(e, &l.q, xo, wo, yo ? (void *)yo : e->y);
     return xconv__cuda_run(e, "cuda.f8_bf16", err, [&](cudaStream_t st) {
-        launch_grid(p, xt, st, [&](unsigned b, cudaStream_t s) {
-            copy_x<<<b, 256, 0, s>>>(*p, (const uint8_t *)e->x, xo, l.cpad, xt);
+        launch_rows(p, xr, st, [&](unsigned b, cudaStream_t s) {
+            copy_x<<<b, 128, 0, s>>>(*p, rows_for(p->x_size, p->x_ss, p->x_sn, p->n, p->x_off),
+                                     (const uint8_t *)e->x, xo, (int)l.cpad, xr);
         });
-        launch_grid(p, wt, st, [&](unsigned b, cudaStream_t s) {
-            copy_w<<<b, 256, 0, s>>>(*p, (const uint8_t *)e->w, wo, l.cpad, wt);
+        launch_rows(p, wr, st, [&](unsigned b, cudaStream_t s) {
+            copy_w<<<b, 128, 0, s>>>(*p, (const uint8_t *)e->w, wo, (int)l.cpad, wr);
         });
         xconv__cuda_tc_launch(&l.q, &inner, st);
         if (yo)
-            launch_grid(p, yt, st, [&](unsigned b, cudaStream_t s) {
-                round_y<<<b, 256, 0, s>>>(*p, yo, (uint8_t *)e->y, yt);
+            launch_rows(p, yr, st, [&](unsigned b, cudaStream_t s) {
+                round_y<<<b, 128, 0, s>>>(*p, rows_for(p->y_size, p->y_ss, p->y_sn, p->n, p->y_off),
+                                          yo, (uint8_t *)e->y, yr);
             });
     });
 }
