@@ -117,15 +117,16 @@ __global__ void copy_x(const xconv_canon p, rows_of R, const uint8_t *__restrict
         for (int j = threadIdx.x; j < len; j += blockDim.x) {
             const int g = j / cpad, c = j - g * cpad;
             xo[r * len + j] =
-                c < p.cin_g ? f8_to_bf16(p.x_dtype, x, base + (g * p.cin_g + c) * p.x_sc) : (uint16_t)0;
+                c < p.cin_g ? f8_to_bf16(p.x_dtype, x, base + (g * p.cin_g + c) * p.x_sc)
+                            : (uint16_t)0;
         }
     }
 }
 
 /* w'[g, o, k][i] (i < cpad, zeros past cin_g) from w (canonical (g, o, i, k) strides): a row
  * per (output channel, tap); w is small. */
-__global__ void copy_w(const xconv_canon p, const uint8_t *__restrict__ w, uint16_t *__restrict__ wo,
-                       int cpad, int64_t rows)
+__global__ void copy_w(const xconv_canon p, const uint8_t *__restrict__ w,
+                       uint16_t *__restrict__ wo, int cpad, int64_t rows)
 {
     const int64_t kk = p.k_size[0] * p.k_size[1] * p.k_size[2];
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -135,7 +136,8 @@ __global__ void copy_w(const xconv_canon p, const uint8_t *__restrict__ w, uint1
         const int64_t base = p.w_off + g * p.w_sg + o * p.w_so + k0 * p.w_sk[0] + k1 * p.w_sk[1] +
                              k2 * p.w_sk[2];
         for (int i = threadIdx.x; i < cpad; i += blockDim.x)
-            wo[r * cpad + i] = i < p.cin_g ? f8_to_bf16(p.x_dtype, w, base + i * p.w_si) : (uint16_t)0;
+            wo[r * cpad + i] =
+                i < p.cin_g ? f8_to_bf16(p.x_dtype, w, base + i * p.w_si) : (uint16_t)0;
     }
 }
 

@@ -58,7 +58,10 @@ template <class T> constexpr int BM_OF = 16 * shape<T>::TM;
  * 128-wide tile would be half zeros). */
 template <class T, bool NARROW> constexpr int TN_OF = NARROW ? shape<T>::TN / 2 : shape<T>::TN;
 template <class T, bool NARROW> constexpr int BN_OF = 16 * TN_OF<T, NARROW>;
-template <class T> bool narrow_for(const xconv_canon *q) { return sizeof(T) == 4 && q->cout_g <= 64; }
+template <class T> bool narrow_for(const xconv_canon *q)
+{
+    return sizeof(T) == 4 && q->cout_g <= 64;
+}
 
 /* One reduction step: the x offset of its channel and tap, the tap's displacement per dim. */
 struct ktab {
@@ -180,7 +183,8 @@ __global__ void __launch_bounds__(NT) pack_kernel(const simt_args a, const char 
             ktab t;
             t.unused = 0;
             if (live) {
-                t.d0 = (int)(k0 * p.dil[0]), t.d1 = (int)(k1 * p.dil[1]), t.d2 = (int)(k2 * p.dil[2]);
+                t.d0 = (int)(k0 * p.dil[0]), t.d1 = (int)(k1 * p.dil[1]);
+                t.d2 = (int)(k2 * p.dil[2]);
                 t.xd = c * p.x_sc + t.d0 * p.x_ss[0] + t.d1 * p.x_ss[1] + t.d2 * p.x_ss[2];
             } else {
                 t.xd = 0, t.d0 = t.d1 = t.d2 = INVALID;
@@ -282,7 +286,8 @@ __global__ void __launch_bounds__(NT, 2) gemm_kernel(const simt_args a)
     static_assert(CHUNKS % NT == 0 || NT % CHUNKS == 0, "B stages split evenly over the threads");
     const bool b_live = CHUNKS >= NT || tid < CHUNKS;
     /* (32-bit offsets from the block's first B row: supports keeps a stage below 2^31 bytes) */
-    const char *b_base = (const char *)a.wp + (g * a.KT * BK * (int64_t)a.o_pad + o0) * (int64_t)sizeof(T);
+    const char *b_base =
+        (const char *)a.wp + (g * a.KT * BK * (int64_t)a.o_pad + o0) * (int64_t)sizeof(T);
     int b_src[CPT], b_dst[CPT];
 #pragma unroll
     for (int i = 0; i < CPT; i++) {
@@ -353,7 +358,8 @@ __global__ void __launch_bounds__(NT, 2) gemm_kernel(const simt_args a)
             if (m0 + row >= a.M) continue;
 #pragma unroll
             for (int j = 0; j < TN; j++) {
-                const int col = j < TN / 2 ? tx * (TN / 2) + j : BN / 2 + tx * (TN / 2) + j - TN / 2;
+                const int col =
+                    j < TN / 2 ? tx * (TN / 2) + j : BN / 2 + tx * (TN / 2) + j - TN / 2;
                 part[(m0 + row) * a.o_pad + o0 + col] = acc[i][j];
             }
         }
@@ -462,7 +468,8 @@ template <class T> __global__ void __launch_bounds__(NT) reduce_kernel(const sim
         const T *part = (const T *)a.part + (g * a.M + m) * a.o_pad + o;
         T v = part[0];
         for (int z = 1; z < a.split; z++) v = plus(v, part[z * slice]);
-        if (a.bias) v = plus(v, ops<T>::load(p.bias_dtype, a.bias, p.b_off + (g * p.cout_g + o) * p.b_s));
+        if (a.bias)
+            v = plus(v, ops<T>::load(p.bias_dtype, a.bias, p.b_off + (g * p.cout_g + o) * p.b_s));
         const position q = split_m(p, m, a.small_m);
         ops<T>::store(p.y_dtype, a.y, p.y_off + q.n * p.y_sn + q.j0 * p.y_ss[0] + q.j1 * p.y_ss[1] +
                                           q.j2 * p.y_ss[2] + (g * p.cout_g + o) * p.y_sc, v);
@@ -489,7 +496,8 @@ int64_t split_for(int64_t tiles, int64_t KT, int64_t K, double slice_bytes, int 
     int64_t best = 1;
     double best_t = std::ceil((double)tiles / W);
     for (int64_t s = 2; s <= 8 && KT / s >= 8 && s * slice_bytes <= 64.0 * 1024 * 1024; s++) {
-        const double t = std::ceil((double)(tiles * s) / W) / (double)s + (double)s * 50.0 / (double)K;
+        const double t =
+            std::ceil((double)(tiles * s) / W) / (double)s + (double)s * 50.0 / (double)K;
         if (t < 0.97 * best_t) best = s, best_t = t;
     }
     return best;
@@ -556,7 +564,8 @@ bool simt_supports(const xconv_canon *p, const char **why_not)
         return *why_not = "cuda.igemm_simt runs on cuda tensors only", false;
     if (p->op == XCONV_OP_CONV) return conv_fits(p, why_not);
     if (!phases_fit(p))
-        return *why_not = "cuda.igemm_simt: too many stride phases, or dilation or padding too large",
+        return *why_not = "cuda.igemm_simt: too many stride phases, or dilation or padding "
+                          "too large",
                false;
     return each_phase(p, [&](const xconv_canon &q) { return conv_fits(&q, why_not); });
 }
@@ -631,7 +640,8 @@ void launch_conv(const xconv_canon *q, const xconv_exec *e, char *ws, cudaStream
     T *wp = (T *)(ws + xconv__cuda_align256((size_t)G.tab_bytes));
     a.tab = tab, a.wp = wp;
     a.split = (int)G.split;
-    a.part = ws + xconv__cuda_align256((size_t)G.tab_bytes) + xconv__cuda_align256((size_t)G.w_bytes);
+    a.part =
+        ws + xconv__cuda_align256((size_t)G.tab_bytes) + xconv__cuda_align256((size_t)G.w_bytes);
     a.M = G.M, a.K = G.K, a.KT = (int)G.KT, a.o_pad = (int)G.o_pad, a.n_tiles = (int)G.n_tiles;
     if (G.K > 0) {
         const int64_t total = q->groups * G.KT * BK * G.o_pad;

@@ -234,6 +234,7 @@ typedef enum shape_kind {
     SHAPE_FOLD,      /* conv with 1-7 input channels, both layouts: cuda.fold_tc */
     SHAPE_SIMT,      /* both ops and layouts, views, the wide dtypes, rows over several
                       * tiles: cuda.igemm_simt */
+    SHAPE_F8,        /* fp8 conv with 64+ channels per group, both layouts: cuda.f8_bf16 */
 } shape_kind;
 
 /* A random valid problem of the given shape kind. */
@@ -241,9 +242,9 @@ static problem random_problem_once(shape_kind kind)
 {
     const bool wg = kind == SHAPE_WGMMA;
     const bool cfk = kind == SHAPE_CF, f32k = kind == SHAPE_F32, fold = kind == SHAPE_FOLD;
-    const bool simt = kind == SHAPE_SIMT;
+    const bool simt = kind == SHAPE_SIMT, f8k = kind == SHAPE_F8;
     const bool tc = kind == SHAPE_TC || kind == SHAPE_DECONV || kind == SHAPE_PATCH || wg || cfk ||
-                    f32k || fold;
+                    f32k || fold || f8k;
     const bool dw = kind == SHAPE_DEPTHWISE, patch = kind == SHAPE_PATCH;
     /* a quarter of the depthwise problems shaped for dw_slide: channels-last, 16k channels,
      * 3- or 5-wide innermost windows at stride 1-2, 16-byte and 1-byte dtypes */
@@ -264,7 +265,8 @@ static problem random_problem_once(shape_kind kind)
                             ? XCONV_OP_CONV_TRANSPOSE
                             : XCONV_OP_CONV;
     const xconv_layout L = cf_plane ? XCONV_LAYOUT_CHANNELS_FIRST
-                           : slide || (!cfk && ((tc && !patch && !f32k && !fold) || (rnd() & 1)))
+                           : slide || (!cfk && ((tc && !patch && !f32k && !fold && !f8k) ||
+                                                (rnd() & 1)))
                                ? XCONV_LAYOUT_CHANNELS_LAST
                                : XCONV_LAYOUT_CHANNELS_FIRST;
     xconv_params q = xconv_params_init(op, d, L);
@@ -297,6 +299,10 @@ static problem random_problem_once(shape_kind kind)
         if (fold) {
             g = 1;
             cin_g = rnd_in(1, 7);
+        }
+        if (f8k) { /* whole 128-byte bf16 blocks after the copy, several column tiles */
+            cin_g = rnd() & 1 ? 64 * rnd_in(1, 3) : 8 * rnd_in(8, 20);
+            cout_g = rnd_in(1, 200);
         }
         if (simt) { /* reductions over several 8-step stages, one to three column tiles */
             g = rnd_in(0, 3) == 0 ? 2 : 1;
@@ -370,6 +376,7 @@ static problem random_problem_once(shape_kind kind)
         XCONV_DTYPE_I32, XCONV_DTYPE_U32, XCONV_DTYPE_I64, XCONV_DTYPE_U64, XCONV_DTYPE_C64,
         XCONV_DTYPE_C128, XCONV_DTYPE_BF16, XCONV_DTYPE_I8};
     if (simt) xd = simt_dtypes[rnd() % 13]; /* bf16 and i8 for their f64 / 64-bit sums */
+    if (f8k) xd = rnd() & 1 ? XCONV_DTYPE_F8E4M3 : XCONV_DTYPE_F8E5M2;
     const xconv_dtype yd = f32k ? XCONV_DTYPE_F32 : pick_out_dtype(xd);
     const int64_t cin = g * cin_g, cout = g * cout_g;
     pb.has_bias = rnd() & 1;
@@ -419,6 +426,7 @@ static const char *kind_engine(shape_kind kind)
     case SHAPE_CF: return "cuda.cf_tc";
     case SHAPE_FOLD: return "cuda.fold_tc";
     case SHAPE_SIMT: return "cuda.igemm_simt";
+    case SHAPE_F8: return "cuda.f8_bf16";
     default: return NULL;
     }
 }
@@ -901,8 +909,9 @@ int main(void)
         check_problem(&pb, (i & 1) ? FILL_REAL : FILL_EXACT);
     }
     const shape_kind special[] = {SHAPE_DEPTHWISE, SHAPE_PATCH, SHAPE_DECONV, SHAPE_WGMMA,
-                                  SHAPE_CF,        SHAPE_F32,   SHAPE_FOLD,   SHAPE_SIMT};
-    for (int k = 0; k < 8; k++)
+                                  SHAPE_CF,        SHAPE_F32,   SHAPE_FOLD,   SHAPE_SIMT,
+                                  SHAPE_F8};
+    for (int k = 0; k < 9; k++)
         for (int i = 0; i < (special[k] == SHAPE_WGMMA  ? wgmma_count
                              : special[k] == SHAPE_SIMT ? simt_count
                                                         : special_count);
@@ -915,7 +924,8 @@ int main(void)
             /* cuda.igemm_wgmma's and cuda.deconv_tc's problems under each tile configuration
              * in turn (its knob, read at each launch), half of them on the persistent grid:
              * the planner's pick would leave most configurations unrun at these sizes */
-            const bool force = special[k] == SHAPE_WGMMA || special[k] == SHAPE_DECONV;
+            const bool force = special[k] == SHAPE_WGMMA || special[k] == SHAPE_DECONV ||
+                               special[k] == SHAPE_F8;
             if (force) {
                 const char cfg[2] = {(char)('0' + (i / 2) % 8), 0};
                 setenv("XCONV_WGMMA_CFG", cfg, 1);
