@@ -220,6 +220,26 @@ static inline void xconv__cuda_dense_strides(const int64_t *size, int64_t inner,
 
 static inline size_t xconv__cuda_align256(size_t v) { return (v + 255) & ~(size_t)255; }
 
+/* p over dense channels-last bf16 copies of x and w in the workspace (cuda.f32_bf16x3,
+ * cuda.f8_bf16): cin_g channels per group in the copies, images and groups as in p, the
+ * copies' bytes (rounded to 256) in *x_bytes and *w_bytes. */
+static inline xconv_canon xconv__cuda_bf16_copies(const xconv_canon *p, int64_t cin_g,
+                                                  size_t *x_bytes, size_t *w_bytes)
+{
+    xconv_canon q = *p;
+    q.x_dtype = XCONV_DTYPE_BF16;
+    q.cin_g = cin_g;
+    q.cin = p->groups * q.cin_g;
+    const int64_t xs = xconv__prod3(p->x_size), kk = xconv__prod3(p->k_size);
+    q.x_off = 0, q.x_sc = 1, q.x_sn = p->n > 1 ? xs * q.cin : 0;
+    xconv__cuda_dense_strides(p->x_size, q.cin, q.x_ss);
+    q.w_off = 0, q.w_si = 1, q.w_so = kk * q.cin_g, q.w_sg = p->groups > 1 ? p->cout_g * q.w_so : 0;
+    xconv__cuda_dense_strides(p->k_size, q.cin_g, q.w_sk);
+    *x_bytes = xconv__cuda_align256(2 * (size_t)(p->n * xs * q.cin));
+    *w_bytes = xconv__cuda_align256(2 * (size_t)(p->cout * kk * q.cin_g));
+    return q;
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* Device dtype conversions                                                                 */
 /* ---------------------------------------------------------------------------------------- */

@@ -27,18 +27,7 @@ x3_layout layout_of(const xconv_canon *p)
 {
     x3_layout l;
     l.cpad = (p->cin_g + PAD - 1) / PAD * PAD;
-    l.q = *p;
-    xconv_canon &q = l.q;
-    q.x_dtype = XCONV_DTYPE_BF16;
-    q.cin_g = 3 * l.cpad;
-    q.cin = p->groups * q.cin_g;
-    const int64_t xs = xconv__prod3(p->x_size), kk = xconv__prod3(p->k_size);
-    q.x_off = 0, q.x_sc = 1, q.x_sn = p->n > 1 ? xs * q.cin : 0;
-    xconv__cuda_dense_strides(p->x_size, q.cin, q.x_ss);
-    q.w_off = 0, q.w_si = 1, q.w_so = kk * q.cin_g, q.w_sg = p->groups > 1 ? p->cout_g * q.w_so : 0;
-    xconv__cuda_dense_strides(p->k_size, q.cin_g, q.w_sk);
-    l.x_bytes = xconv__cuda_align256(2 * (size_t)(p->n * xs * q.cin));
-    l.w_bytes = xconv__cuda_align256(2 * (size_t)(p->cout * kk * q.cin_g));
+    l.q = xconv__cuda_bf16_copies(p, 3 * l.cpad, &l.x_bytes, &l.w_bytes);
     return l;
 }
 

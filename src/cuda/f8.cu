@@ -31,19 +31,9 @@ f8_layout layout_of(const xconv_canon *p)
 {
     f8_layout l;
     l.cpad = (p->cin_g + PAD - 1) / PAD * PAD;
-    l.q = *p;
+    l.q = xconv__cuda_bf16_copies(p, l.cpad, &l.x_bytes, &l.w_bytes);
     xconv_canon &q = l.q;
-    q.x_dtype = XCONV_DTYPE_BF16;
     q.ct = XCONV_CT_F32;
-    q.cin_g = l.cpad;
-    q.cin = p->groups * q.cin_g;
-    const int64_t xs = xconv__prod3(p->x_size), kk = xconv__prod3(p->k_size);
-    q.x_off = 0, q.x_sc = 1, q.x_sn = p->n > 1 ? xs * q.cin : 0;
-    xconv__cuda_dense_strides(p->x_size, q.cin, q.x_ss);
-    q.w_off = 0, q.w_si = 1, q.w_so = kk * q.cin_g, q.w_sg = p->groups > 1 ? p->cout_g * q.w_so : 0;
-    xconv__cuda_dense_strides(p->k_size, q.cin_g, q.w_sk);
-    l.x_bytes = xconv__cuda_align256(2 * (size_t)(p->n * xs * q.cin));
-    l.w_bytes = xconv__cuda_align256(2 * (size_t)(p->cout * kk * q.cin_g));
     l.y_copy = p->y_dtype != XCONV_DTYPE_F32;
     l.y_bytes = 0;
     if (l.y_copy) { /* dense channels-last f32 */
