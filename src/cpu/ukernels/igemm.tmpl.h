@@ -1,20 +1,22 @@
 /*
  * igemm.tmpl.h — the indirect-GEMM kernel body of igemm.h for one compute type, written
- * with GCC/clang vector extensions over 64-byte vectors so that one body serves every ISA:
- * the wrappers in igemm.c pick the register block (mr rows x nv vectors) and the target.
+ * with GCC/clang vector extensions over XI_VB-byte vectors (64, or 32 for AVX2: gcc lowers
+ * 64-byte vectors on AVX2 through the stack) so that one body serves every ISA: the wrappers
+ * in igemm.c pick the vector width, the register block (mr rows x nv vectors) and the target.
  * a holds `as` pointers per tap (the variant's full mr); a body of fewer rows (mr < as) runs
  * tiles of at most mr live rows, each row's sum the same operations in the same order.
  *
  *   #define XCONV_T     f32      name suffix
  *   #define XCONV_RT    float    the real component type
  *   #define XCONV_NCOMP 1        1 real, 2 complex
- *   #include "igemm.tmpl.h"      defines igemm_body_f32 (always inlined)
+ *   #define XI_VB       64       vector bytes (the includer's; kept)
+ *   #include "igemm.tmpl.h"      defines igemm_body_f32_64 (always inlined)
  */
 #define XI_CAT2(a, b) a##_##b
 #define XI_CAT(a, b)  XI_CAT2(a, b)
-#define XI_NAME(f)    XI_CAT(f, XCONV_T)
+#define XI_NAME(f)    XI_CAT(XI_CAT(f, XCONV_T), XI_VB)
 
-typedef XCONV_RT XI_NAME(ivec) __attribute__((vector_size(64)));
+typedef XCONV_RT XI_NAME(ivec) __attribute__((vector_size(XI_VB)));
 
 static inline __attribute__((always_inline)) void
 XI_NAME(igemm_body)(const int mr, const int nv, const int as, int64_t ntaps, int64_t len, const void *const *a,
