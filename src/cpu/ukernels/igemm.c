@@ -53,52 +53,54 @@
         igemm_body_##t##_##vb(mr, nv, mr, ntaps, len, a, b, init, c, m, n, accumulate);      \
     }
 
-XI_WRAPPER(u32, generic, 2, 1, 64)
-XI_WRAPPER(u64, generic, 2, 1, 64)
-XI_WRAPPER(f32, generic, 2, 1, 64)
-XI_WRAPPER(f64, generic, 2, 1, 64)
-XI_WRAPPER(c64, generic, 1, 1, 64)
-XI_WRAPPER(c128, generic, 1, 1, 64)
+/* The register block of each ISA, written once for the wrappers and the geometry table:
+ * (mr rows, nv vectors, vector bytes), for the real types and for complex ones. */
+#define XI_BLOCK_generic_real 2, 1, 64
+#define XI_BLOCK_generic_cplx 1, 1, 64
+#define XI_BLOCK_avx2_real    6, 2, 32
+#define XI_BLOCK_avx2_cplx    2, 1, 64
+#define XI_BLOCK_avx512_real  6, 4, 64
+#define XI_BLOCK_avx512_cplx  3, 2, 64
+
+/* The compute types: X(CT, name, component type, components, block kind). */
+#define XI_TYPES(X)                                    \
+    X(XCONV_CT_U32, u32, uint32_t, 1, real)            \
+    X(XCONV_CT_U64, u64, uint64_t, 1, real)            \
+    X(XCONV_CT_F32, f32, float, 1, real)               \
+    X(XCONV_CT_F64, f64, double, 1, real)              \
+    X(XCONV_CT_C64, c64, float, 2, cplx)               \
+    X(XCONV_CT_C128, c128, double, 2, cplx)
+
+/* (the indirection expands a block into its three numbers before XI_WRAPPER sees them) */
+#define XI_WRAP(t, isa, block)          XI_WRAP_(t, isa, block)
+#define XI_WRAP_(t, isa, mr, nv, vb)    XI_WRAPPER(t, isa, mr, nv, vb)
+#define XI_WRAPPERS_GENERIC(CT, t, rt, ncomp, kind) XI_WRAP(t, generic, XI_BLOCK_generic_##kind)
+#define XI_WRAPPERS_X86(CT, t, rt, ncomp, kind)                                            \
+    XI_WRAP(t, avx2, XI_BLOCK_avx2_##kind) XI_WRAP(t, avx512, XI_BLOCK_avx512_##kind)
+XI_TYPES(XI_WRAPPERS_GENERIC)
 #if XI_X86
-XI_WRAPPER(u32, avx2, 6, 2, 32)
-XI_WRAPPER(u64, avx2, 6, 2, 32)
-XI_WRAPPER(f32, avx2, 6, 2, 32)
-XI_WRAPPER(f64, avx2, 6, 2, 32)
-XI_WRAPPER(c64, avx2, 2, 1, 64)
-XI_WRAPPER(c128, avx2, 2, 1, 64)
-XI_WRAPPER(u32, avx512, 6, 4, 64)
-XI_WRAPPER(u64, avx512, 6, 4, 64)
-XI_WRAPPER(f32, avx512, 6, 4, 64)
-XI_WRAPPER(f64, avx512, 6, 4, 64)
-XI_WRAPPER(c64, avx512, 3, 2, 64)
-XI_WRAPPER(c128, avx512, 3, 2, 64)
+XI_TYPES(XI_WRAPPERS_X86)
 #endif
 
 enum { ISA_GENERIC, ISA_AVX2, ISA_AVX512, ISA_COUNT };
 static const char *const ISA_NAMES[ISA_COUNT] = {"generic", "avx2", "avx512"};
 
 /* nr = nv * (vector bytes / component bytes) */
-#define XI_GEOM(CT, t, isa, mr, nv, vb, rt, ncomp) \
+#define XI_GEOM(CT, t, isa, rt, ncomp, block) XI_GEOM_(CT, t, isa, rt, ncomp, block)
+#define XI_GEOM_(CT, t, isa, rt, ncomp, mr, nv, vb) \
     {CT, #isa, mr, (nv) * (int)((vb) / sizeof(rt)), ncomp, igemm_##isa##_##t, NULL, NULL}
-
-static const xconv_igemm_geom GEOMS[XCONV_CT_COUNT][ISA_COUNT] = {
 #if XI_X86
-#define XI_ROW(CT, t, rt, ncomp, rmr, rnv, cmr, cnv, cvb, amr, anv)                  \
-    [CT] = {XI_GEOM(CT, t, generic, rmr, rnv, 64, rt, ncomp),                          \
-            XI_GEOM(CT, t, avx2, cmr, cnv, cvb, rt, ncomp),                            \
-            XI_GEOM(CT, t, avx512, amr, anv, 64, rt, ncomp)},
+#define XI_ROW(CT, t, rt, ncomp, kind)                                                     \
+    [CT] = {XI_GEOM(CT, t, generic, rt, ncomp, XI_BLOCK_generic_##kind),                   \
+            XI_GEOM(CT, t, avx2, rt, ncomp, XI_BLOCK_avx2_##kind),                         \
+            XI_GEOM(CT, t, avx512, rt, ncomp, XI_BLOCK_avx512_##kind)},
 #else
-#define XI_ROW(CT, t, rt, ncomp, rmr, rnv, cmr, cnv, cvb, amr, anv) \
-    [CT] = {XI_GEOM(CT, t, generic, rmr, rnv, 64, rt, ncomp)},
+#define XI_ROW(CT, t, rt, ncomp, kind) \
+    [CT] = {XI_GEOM(CT, t, generic, rt, ncomp, XI_BLOCK_generic_##kind)},
 #endif
-    XI_ROW(XCONV_CT_U32, u32, uint32_t, 1, 2, 1, 6, 2, 32, 6, 4)
-    XI_ROW(XCONV_CT_U64, u64, uint64_t, 1, 2, 1, 6, 2, 32, 6, 4)
-    XI_ROW(XCONV_CT_F32, f32, float, 1, 2, 1, 6, 2, 32, 6, 4)
-    XI_ROW(XCONV_CT_F64, f64, double, 1, 2, 1, 6, 2, 32, 6, 4)
-    XI_ROW(XCONV_CT_C64, c64, float, 2, 1, 1, 2, 1, 64, 3, 2)
-    XI_ROW(XCONV_CT_C128, c128, double, 2, 1, 1, 2, 1, 64, 3, 2)
+
+static const xconv_igemm_geom GEOMS[XCONV_CT_COUNT][ISA_COUNT] = {XI_TYPES(XI_ROW)};
 #undef XI_ROW
-};
 
 static bool isa_runs(int isa)
 {
