@@ -177,8 +177,10 @@ double f8_cost(const xconv_canon *p)
 {
     const f8_layout l = layout_of(p);
     const double pad = (double)l.cpad / (double)(p->cin_g > 0 ? p->cin_g : 1);
-    const double moved = 1.5 * (double)(l.x_bytes + l.w_bytes) + 2.25 * (double)l.y_bytes;
-    return 0.012 * pad * p->flops + 1.5 * moved + 4e4;
+    /* per byte of the copies: x' and w' written and read (2.25), y' written and read and
+     * y written (3.4) */
+    return 0.012 * pad * p->flops + 2.25 * (double)(l.x_bytes + l.w_bytes) +
+           3.375 * (double)l.y_bytes + 4e4;
 }
 
 /* A grid of one block per row, capped at 16 blocks per SM (the kernels stride over rows). */

@@ -350,18 +350,21 @@ __global__ void __launch_bounds__(NT, 2) gemm_kernel(const simt_args a)
         }
     }
 
+    /* the tile row and column of this thread's sum (i, j): two halves per dim, as loaded */
+    auto row_of = [&](int i) {
+        return i < TM / 2 ? ty * (TM / 2) + i : BM / 2 + ty * (TM / 2) + i - TM / 2;
+    };
+    auto col_of = [&](int j) {
+        return j < TN / 2 ? tx * (TN / 2) + j : BN / 2 + tx * (TN / 2) + j - TN / 2;
+    };
     if (a.split > 1) { /* a slice's sums, as they are, for reduce_kernel */
         T *part = (T *)a.part + ((int64_t)blockIdx.z * p.groups + g) * a.M * a.o_pad;
 #pragma unroll
         for (int i = 0; i < TM; i++) {
-            const int row = i < TM / 2 ? ty * (TM / 2) + i : BM / 2 + ty * (TM / 2) + i - TM / 2;
+            const int row = row_of(i);
             if (m0 + row >= a.M) continue;
 #pragma unroll
-            for (int j = 0; j < TN; j++) {
-                const int col =
-                    j < TN / 2 ? tx * (TN / 2) + j : BN / 2 + tx * (TN / 2) + j - TN / 2;
-                part[(m0 + row) * a.o_pad + o0 + col] = acc[i][j];
-            }
+            for (int j = 0; j < TN; j++) part[(m0 + row) * a.o_pad + o0 + col_of(j)] = acc[i][j];
         }
         return;
     }
@@ -370,17 +373,13 @@ __global__ void __launch_bounds__(NT, 2) gemm_kernel(const simt_args a)
     T bv[TN];
 #pragma unroll
     for (int j = 0; j < TN; j++) {
-        const int col = j < TN / 2 ? tx * (TN / 2) + j : BN / 2 + tx * (TN / 2) + j - TN / 2;
-        const int64_t o = o0 + col;
+        const int64_t o = o0 + col_of(j);
         bv[j] = a.bias && o < p.cout_g
                     ? ops<T>::load(p.bias_dtype, a.bias, p.b_off + (g * p.cout_g + o) * p.b_s)
                     : ops<T>::zero();
     }
     /* the sum, then the bias (none added without one: +0 would turn a -0 sum into +0) */
     auto fin = [&](T s, T b) { return a.bias ? plus(s, b) : s; };
-    auto col_of = [&](int j) {
-        return j < TN / 2 ? tx * (TN / 2) + j : BN / 2 + tx * (TN / 2) + j - TN / 2;
-    };
     /* Each half of this thread's rows is a run of TM/2 consecutive positions: split its first
      * once, then step (j2, j1, j0, n) along it. */
 #pragma unroll
