@@ -12,6 +12,7 @@
 #include "cuda/engines.def"
 #endif
 XCONV_ENGINE(xconv__engine_cpu_amx)
+XCONV_ENGINE(xconv__engine_cpu_avx512bf16)
 XCONV_ENGINE(xconv__engine_cpu_igemm)
 XCONV_ENGINE(xconv__engine_cpu_depthwise)
 XCONV_ENGINE(xconv__engine_cpu_im2col)
@@ -25,6 +26,7 @@ const xconv_engine *const xconv__engines[] = {
 #endif
 #undef XCONV_ENGINE
     &xconv__engine_cpu_amx,
+    &xconv__engine_cpu_avx512bf16,
     &xconv__engine_cpu_igemm,
     &xconv__engine_cpu_depthwise,
     &xconv__engine_cpu_im2col,

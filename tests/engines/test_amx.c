@@ -1,6 +1,7 @@
 /*
  * test_amx.c — cpu.amx (AMX tiles: bf16 and f8 with f32 sums, i8 and u8 with wrapping int32
- * sums) against cpu.ref, forced by name:
+ * sums) and cpu.avx512bf16 (the same engine with AVX512-BF16 dot products for its bf16, f8
+ * and f16 blocks) against cpu.ref, each forced by name where the CPU runs it:
  *
  *   - every (x, y) dtype pair it serves: bf16, e4m3 and e5m2 x with their own y and f32 y
  *     (within DESIGN.md §2's tolerance), f16 (split into exact bf16 halves) likewise, i8 and
@@ -20,8 +21,9 @@
  * bf16 inputs in the denormal range (which AMX flushes) must still meet the tolerance: the
  * engine sends them to the f32 kernels, checked with values scaled down to 2^-120.
  * Row mode's Inf and NaN inputs are checked the same way, and a bias of f32 denormals.
- * A CPU or OS without AMX makes cpu.amx unsupported: the test then checks that forcing it
- * fails with a clear message and that the planner never picks it.
+ * A CPU or OS without AMX makes cpu.amx unsupported, one without AVX512-BF16 cpu.avx512bf16:
+ * the test then checks that forcing it fails with a clear message and that the planner
+ * never picks it.
  */
 #include "common/engine_check.h"
 #include "cpu/engines/amx.h"
@@ -87,6 +89,7 @@ static const xconv_dtype PAIRS[][2] = {
     {XCONV_DTYPE_U8, XCONV_DTYPE_U16},        {XCONV_DTYPE_U8, XCONV_DTYPE_I32},
 };
 #define NPAIRS ((int)(sizeof PAIRS / sizeof PAIRS[0]))
+#define NFLOAT_PAIRS 6 /* PAIRS' float ones, first: what cpu.avx512bf16 serves */
 
 /* A table case as dense tensors: x, w, bias and two y buffers (canary-filled). */
 typedef struct dense_problem {
@@ -117,16 +120,16 @@ static void dense_free(dense_problem *d)
     free(d->x.data), free(d->w.data), free(d->b.data), free(d->y.data), free(d->yr.data);
 }
 
-/* cpu.amx (2 threads) against cpu.ref on d's values: within the tolerance, Inf and NaN
+/* The engine (2 threads) against cpu.ref on d's values: within the tolerance, Inf and NaN
  * where cpu.ref has them. */
-static void check_against_ref(dense_problem *d, const char *label)
+static void check_against_ref(const char *engine, dense_problem *d, const char *label)
 {
     xconv_error err;
     const char *used = NULL;
     xconv_status st = tu_conv(CTX[2], &d->p, &d->x, &d->w, &d->b, &d->yr, "cpu.ref", &used, &err);
     XT_CHECK(st == XCONV_STATUS_OK, "%s [cpu.ref]: %s", label, err.description);
-    st = tu_conv(CTX[2], &d->p, &d->x, &d->w, &d->b, &d->y, "cpu.amx", &used, &err);
-    XT_CHECK(st == XCONV_STATUS_OK, "%s [cpu.amx]: %s", label, err.description);
+    st = tu_conv(CTX[2], &d->p, &d->x, &d->w, &d->b, &d->y, engine, &used, &err);
+    XT_CHECK(st == XCONV_STATUS_OK, "%s [%s]: %s", label, engine, err.description);
     tu_val *exact = malloc(sizeof(tu_val) * (size_t)tu_ycount(&d->p));
     double *mag = malloc(sizeof(double) * (size_t)tu_ycount(&d->p));
     tu_ref_conv(&d->p, &d->x, &d->w, &d->b, exact, mag);
@@ -138,20 +141,21 @@ static void check_against_ref(dense_problem *d, const char *label)
     free(exact), free(mag);
 }
 
-/* Without AMX: forcing cpu.amx is an error that names the engine, and no plan picks it. */
-static void check_absent(void)
+/* An engine this CPU cannot run: forcing it is an error that names what is missing
+ * (`missing`), and no plan picks it. */
+static void check_absent(const char *engine, const char *missing)
 {
     dense_problem d = dense_of(2, XCONV_LAYOUT_CHANNELS_LAST, XCONV_DTYPE_BF16, XCONV_DTYPE_BF16, false);
     tu_rng r = {7};
     fill_all(&d.x, &r), fill_all(&d.w, &r);
     xconv_error err;
     const char *used = NULL;
-    xconv_status st = tu_conv(CTX[1], &d.p, &d.x, &d.w, &d.b, &d.y, "cpu.amx", &used, &err);
-    XT_CHECK(st != XCONV_STATUS_OK && strstr(err.description, "AMX"),
-             "forcing cpu.amx without AMX: status %d, \"%s\"", (int)st, err.description);
+    xconv_status st = tu_conv(CTX[1], &d.p, &d.x, &d.w, &d.b, &d.y, engine, &used, &err);
+    XT_CHECK(st != XCONV_STATUS_OK && strstr(err.description, missing) && strstr(err.description, engine),
+             "forcing %s without %s: status %d, \"%s\"", engine, missing, (int)st, err.description);
     st = tu_conv(CTX[1], &d.p, &d.x, &d.w, &d.b, &d.y, NULL, &used, &err);
-    XT_CHECK(st == XCONV_STATUS_OK && used && strcmp(used, "cpu.amx") != 0,
-             "the planner picked %s without AMX", used ? used : "(none)");
+    XT_CHECK(st == XCONV_STATUS_OK && used && strcmp(used, engine) != 0,
+             "the planner picked %s without %s", used ? used : "(none)", missing);
     dense_free(&d);
 }
 
@@ -168,9 +172,9 @@ static void shrink_bf16(xconv_tensor *t)
     }
 }
 
-/* bf16 problems whose products are f32 denormals: cpu.amx must still match cpu.ref within
- * the tolerance (it hands them to the f32 kernels), with x read in place and copied. */
-static void check_tiny(void)
+/* bf16 problems whose products are f32 denormals: the engine must still match cpu.ref
+ * within the tolerance (it hands them to the f32 kernels), with x read in place and copied. */
+static void check_tiny(const char *engine)
 {
     for (int ci = 1; ci <= 3; ci++) {
         dense_problem d = dense_of(ci, XCONV_LAYOUT_CHANNELS_LAST, XCONV_DTYPE_BF16, XCONV_DTYPE_F32, false);
@@ -179,14 +183,14 @@ static void check_tiny(void)
         shrink_bf16(&d.x), shrink_bf16(&d.w);
         char label[200];
         snprintf(label, sizeof label, "tiny products, %s", CASES[ci].name);
-        check_against_ref(&d, label);
+        check_against_ref(engine, &d, label);
         dense_free(&d);
     }
 }
 
 /* A bias of f32 denormals (which AMX would flush from the tiles' initial value) over zero x:
- * y must be the bias itself, for bf16, f16 and e4m3 x (cpu.amx takes the f32 path). */
-static void check_tiny_bias(void)
+ * y must be the bias itself, for bf16, f16 and e4m3 x (the engine takes the f32 path). */
+static void check_tiny_bias(const char *engine)
 {
     const xconv_dtype dts[3] = {XCONV_DTYPE_BF16, XCONV_DTYPE_F16, XCONV_DTYPE_F8E4M3};
     for (int k = 0; k < 3; k++) {
@@ -200,8 +204,8 @@ static void check_tiny_bias(void)
         }
         xconv_error err;
         const char *used = NULL;
-        xconv_status st = tu_conv(CTX[1], &d.p, &d.x, &d.w, &d.b, &d.y, "cpu.amx", &used, &err);
-        XT_CHECK(st == XCONV_STATUS_OK, "denormal bias [cpu.amx]: %s", err.description);
+        xconv_status st = tu_conv(CTX[1], &d.p, &d.x, &d.w, &d.b, &d.y, engine, &used, &err);
+        XT_CHECK(st == XCONV_STATUS_OK, "denormal bias [%s]: %s", engine, err.description);
         int64_t bad = 0, idx[XCONV_MAX_RANK] = {0}, j[3];
         for (int64_t c = 0; c < d.p.cout; c++)
             for (j[0] = 0; j[0] < d.p.y[0]; j[0]++)
@@ -210,17 +214,17 @@ static void check_tiny_bias(void)
                         tu_act_index(d.p.layout, d.p.d, 0, c, j, idx);
                         bad += memcmp((char *)d.y.data + 4 * tu_offset(&d.y, idx), (char *)d.b.data + 4 * c, 4) != 0;
                     }
-        XT_CHECK(bad == 0, "denormal bias over zero x, %s: %" PRId64 " outputs are not the bias",
-                 tu_info(dts[k])->name, bad);
+        XT_CHECK(bad == 0, "denormal bias over zero x, %s [%s]: %" PRId64 " outputs are not the bias",
+                 tu_info(dts[k])->name, engine, bad);
         dense_free(&d);
     }
 }
 
 /* Row mode with an Inf and a NaN in x (and once in w): the outputs they reach are Inf or
  * NaN as in cpu.ref, and no other output may turn NaN through the zero weights past a
- * kernel row's run, nor have no exact bf16 halves (split f16): cpu.amx hands such x to the
- * f32 kernels. Both layouts, bf16, e5m2 and f16. */
-static void check_nonfinite(void)
+ * kernel row's run, nor have no exact bf16 halves (split f16): the engine hands such x to
+ * the f32 kernels. Both layouts, bf16, e5m2 and f16. */
+static void check_nonfinite(const char *engine)
 {
     const xconv_dtype dts[3] = {XCONV_DTYPE_BF16, XCONV_DTYPE_F8E5M2, XCONV_DTYPE_F16};
     for (int k = 0; k < 6; k++) {
@@ -235,9 +239,19 @@ static void check_nonfinite(void)
         char label[200];
         snprintf(label, sizeof label, "Inf and NaN in x%s, %s, %s", k % 2 ? " and w" : "",
                  tu_info(d.p.xdt)->name, k & 1 ? "channels_last" : "channels_first");
-        check_against_ref(&d, label);
+        check_against_ref(engine, &d, label);
         dense_free(&d);
     }
+}
+
+/* Every check of an engine the CPU runs, over the dtype pairs it serves. */
+static void check_engine(const char *engine, int npairs)
+{
+    tu_rng r = {0x5eed0a3b1c2d4e5full};
+    check_engine_table(CTX, engine, CASES, NCASES, PAIRS, npairs, table_view, TV_NAMES, TV_COUNT, 0, &r);
+    check_tiny(engine);
+    check_tiny_bias(engine);
+    check_nonfinite(engine);
 }
 
 int main(void)
@@ -248,14 +262,15 @@ int main(void)
     }
     if (!xconv__amx_available()) {
         printf("test_amx: no AMX here (CPU or OS): checking that cpu.amx stays unused\n");
-        check_absent();
+        check_absent("cpu.amx", "AMX");
     } else {
-        tu_rng r = {0x5eed0a3b1c2d4e5full};
-        check_engine_table(CTX, "cpu.amx", CASES, NCASES, PAIRS, NPAIRS, table_view, TV_NAMES,
-                           TV_COUNT, 0, &r);
-        check_tiny();
-        check_tiny_bias();
-        check_nonfinite();
+        check_engine("cpu.amx", NPAIRS);
+    }
+    if (!xconv__amx_vec_available()) {
+        printf("test_amx: no AVX512-BF16 here: checking that cpu.avx512bf16 stays unused\n");
+        check_absent("cpu.avx512bf16", "AVX512-BF16");
+    } else {
+        check_engine("cpu.avx512bf16", NFLOAT_PAIRS);
     }
     for (int t = 1; t <= 3; t++) xconv_context_destroy(CTX[t]);
     return xt_finish("test_amx");

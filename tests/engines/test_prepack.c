@@ -15,8 +15,9 @@
  *   - the plain plans too, and again with cpu.igemm's workspace floor at 0, which makes
  *     plans whose packed weights exceed 10% of x + w + y pack them panel by panel, per
  *     thread, inside gemm (the lazy path);
- *   - the same for cpu.amx (where the CPU and OS offer AMX) over the dtypes it serves; its
- *     workspace may stay the same size, as it also holds cpu.igemm's for the f32 fallback.
+ *   - the same for cpu.amx (where the CPU and OS offer AMX) and cpu.avx512bf16 (where the CPU
+ *     has AVX512-BF16) over the dtypes they serve; their workspace may stay the same size, as
+ *     it also holds cpu.igemm's for the f32 fallback.
  */
 #include "common/ref_conv.h"
 #include "cpu/engines/amx.h"
@@ -88,18 +89,19 @@ static tu_val gen_of(tu_rng *r, xconv_dtype dt)
 
 /* AMX's dtypes (bf16 y: small integers sum exactly and round to themselves). */
 static const xconv_dtype AMX_PAIRS[][2] = {
-    {XCONV_DTYPE_BF16, XCONV_DTYPE_F32}, {XCONV_DTYPE_BF16, XCONV_DTYPE_BF16},
-    {XCONV_DTYPE_I8, XCONV_DTYPE_I32},   {XCONV_DTYPE_U8, XCONV_DTYPE_U32},
-    {XCONV_DTYPE_I8, XCONV_DTYPE_I8},    {XCONV_DTYPE_U8, XCONV_DTYPE_U8},
+    {XCONV_DTYPE_BF16, XCONV_DTYPE_F32},   {XCONV_DTYPE_BF16, XCONV_DTYPE_BF16},
     {XCONV_DTYPE_F8E4M3, XCONV_DTYPE_F32}, {XCONV_DTYPE_F16, XCONV_DTYPE_F32},
+    {XCONV_DTYPE_I8, XCONV_DTYPE_I32},     {XCONV_DTYPE_U8, XCONV_DTYPE_U32},
+    {XCONV_DTYPE_I8, XCONV_DTYPE_I8},      {XCONV_DTYPE_U8, XCONV_DTYPE_U8},
 };
+#define AMX_FLOAT_PAIRS 4 /* the float ones, first: cpu.avx512bf16's */
 
 static void test_random(uint64_t seed, const char *engine, const xconv_dtype (*pairs)[2], int npairs,
                         int min_packed)
 {
     tu_rng r = {seed};
     int packed_plans = 0;
-    const bool amx = strcmp(engine, "cpu.amx") == 0;
+    const bool amx = strcmp(engine, "cpu.amx") == 0 || strcmp(engine, "cpu.avx512bf16") == 0;
     for (int trial = 0; trial < 400; trial++) {
         tu_problem p = random_problem(&r, trial, pairs, npairs);
         if (!valid_shape(&p)) continue;
@@ -207,6 +209,10 @@ int main(void)
                     (int)(sizeof AMX_PAIRS / sizeof AMX_PAIRS[0]), 250);
     else
         printf("test_prepack: no AMX here: cpu.amx's constant weights not checked\n");
+    if (xconv__amx_vec_available())
+        test_random(0x510e527fade682d1ull, "cpu.avx512bf16", AMX_PAIRS, AMX_FLOAT_PAIRS, 100);
+    else
+        printf("test_prepack: no AVX512-BF16 here: cpu.avx512bf16's constant weights not checked\n");
     test_in_place_engine();
     for (int t = 1; t <= 3; t++) xconv_context_destroy(CTX[t]);
     return xt_finish("test_prepack");

@@ -176,29 +176,37 @@ static void tr_extent(const xconv_canon *p, amx_geom *q)
     }
 }
 
-static void amx_geom_of(const xconv_canon *p, amx_geom *q)
+/* vec: the geometry of cpu.avx512bf16 (the same blocks on AVX512-BF16 vectors), else of
+ * cpu.amx; the why_not texts name the engine. */
+static void amx_geom_of(const xconv_canon *p, amx_geom *q, bool vec)
 {
     memset(q, 0, sizeof *q);
+    q->vec = vec;
     if (p->device != XCONV_DEVICE_CPU) {
-        q->why_not = "cpu.amx runs on cpu tensors only";
+        q->why_not = "it runs on cpu tensors only";
         return;
     }
-    if (!xconv__amx_available()) {
-        q->why_not = "this CPU or its OS offers no AMX tiles (AMX-TILE, -BF16, -INT8)";
+    if (vec ? !xconv__amx_vec_available() : !xconv__amx_available()) {
+        q->why_not = vec ? "this CPU has no AVX512-BF16 (with AVX-512 F, BW and VL)"
+                         : "this CPU or its OS offers no AMX tiles (AMX-TILE, -BF16, -INT8)";
         return;
     }
     const int kind = amx_kind_of(p);
+    if (vec && kind != AMX_BF16) {
+        q->why_not = "it runs bf16, f16 and f8 x with a float y of at most 32 bits";
+        return;
+    }
     if (kind < 0) {
-        q->why_not = "cpu.amx runs bf16, f16 and f8 x with a float y of at most 32 bits, and i8 "
-                     "or u8 x with an integer y of at most 32 bits";
+        q->why_not = "it runs bf16, f16 and f8 x with a float y of at most 32 bits, and i8 or u8 x "
+                     "with an integer y of at most 32 bits";
         return;
     }
     if (xconv__prod3(p->k_size) > AMX_MAX_TAPS) {
-        q->why_not = "cpu.amx takes kernels of at most 4096 taps";
+        q->why_not = "it takes kernels of at most 4096 taps";
         return;
     }
     if (p->threads > 256) {
-        q->why_not = "cpu.amx runs on at most 256 threads";
+        q->why_not = "it runs on at most 256 threads";
         return;
     }
     const bool tr = p->op == XCONV_OP_CONV_TRANSPOSE;
@@ -206,12 +214,12 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q)
     for (int d = 0; d < 3; d++) {
         if (tr) subs *= p->stride[d] < p->y_size[d] ? p->stride[d] : p->y_size[d];
         if (tr && p->k_size[d] > 64) {
-            q->why_not = "cpu.amx takes conv_transpose kernels of at most 64 taps per dim";
+            q->why_not = "it takes conv_transpose kernels of at most 64 taps per dim";
             return;
         }
     }
     if (subs > AMX_MAX_SUBS) {
-        q->why_not = "cpu.amx takes conv_transpose strides of at most 64 phases";
+        q->why_not = "it takes conv_transpose strides of at most 64 phases";
         return;
     }
     q->kind = (amx_kind)kind;
@@ -251,7 +259,7 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q)
         double image_d = (double)q->row_bytes;
         for (int d = 0; d < 3; d++) image_d *= (double)q->q[d] * (double)q->ph[d];
         if (image_d > budget) {
-            q->why_not = "cpu.amx's copy of one image of x would break the workspace budget";
+            q->why_not = "its copy of one image of x would break the workspace budget";
             return;
         }
     }
@@ -304,7 +312,7 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q)
     off += q->slot_bytes * (size_t)(p->threads > 0 ? p->threads : 1);
     q->total = off;
     if ((double)q->total > budget) {
-        q->why_not = "cpu.amx's copy of x and packed weights would break the workspace budget";
+        q->why_not = "its copy of x and packed weights would break the workspace budget";
         return;
     }
     /* the f32 path for inputs whose products AMX would flush (bf16 only) */
@@ -313,7 +321,7 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q)
         p2.prepacked = false;
         const char *why = NULL;
         if (!xconv__engine_cpu_igemm.supports(&p2, &why)) {
-            q->why_not = "cpu.amx needs cpu.igemm for inputs in bf16's denormal range";
+            q->why_not = "it needs cpu.igemm for inputs in bf16's denormal range";
             return;
         }
         q->fallback = xconv__engine_cpu_igemm.workspace_bytes(&p2);
@@ -321,34 +329,35 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q)
     q->ok = true;
 }
 
-static bool amx_supports(const xconv_canon *p, const char **why_not)
+static bool amx_supports_as(const xconv_canon *p, const char **why_not, bool vec)
 {
     amx_geom q;
-    amx_geom_of(p, &q);
+    amx_geom_of(p, &q, vec);
     if (!q.ok) *why_not = q.why_not;
     return q.ok;
 }
 
-static size_t amx_workspace_bytes(const xconv_canon *p)
+static size_t amx_workspace_bytes_as(const xconv_canon *p, bool vec)
 {
     amx_geom q;
-    amx_geom_of(p, &q);
+    amx_geom_of(p, &q, vec);
     return q.total > q.fallback ? q.total : q.fallback;
 }
 
 /* Tile products at about 10x (bf16) and 5x (bytes, against VNNI) the vector kernels' rate,
- * slowed by padded channels, partial panels and the dropped rows of the plane grid; plus
- * the copy of x. */
-static double amx_cost(const xconv_canon *p)
+ * AVX512-BF16 dot products at about twice the f32 kernels' (two products per lane), slowed
+ * by padded channels, partial panels and the dropped rows of the plane grid; plus the copy
+ * of x. */
+static double amx_cost_as(const xconv_canon *p, bool vec)
 {
     amx_geom q;
-    amx_geom_of(p, &q);
+    amx_geom_of(p, &q, vec);
     if (!q.ok) return 1e300;
     const double real = (double)xconv__prod3(p->y_size), virt = (double)q.blocks * 32.0;
     const double red = (double)p->cin_g * (q.row ? (double)p->k_size[2] : 1.0);
     const double waste = (double)q.cp / red * ((double)q.panels * 32.0 / (double)p->cout_g) *
                          (virt > real ? virt / real : 1.0);
-    const double rate = q.kind == AMX_BF16 ? 0.012 : 0.008;
+    const double rate = vec ? 0.055 : q.kind == AMX_BF16 ? 0.012 : 0.008;
     const double moved =
         q.direct ? 0.0 : (double)p->n * (double)q.image * (double)q.row_bytes / (double)q.es;
     return p->flops * rate * waste + 2.0 * moved + 2e4;
@@ -523,7 +532,10 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
             .between = flush_pending,
             .between_arg = &pd,
         };
-        xconv__amx_block(&th, q->kind, &k);
+        if (q->vec)
+            xconv__amx_vec_block(&k);
+        else
+            xconv__amx_block(&th, q->kind, &k);
         /* the next panels of the same block reuse its list of live rows; a new block's list
          * goes to the other buffer, as the previous one's may still wait in pd */
         if (new_block) {
@@ -599,11 +611,11 @@ static bool bias_tiles(const xconv_exec *e, const amx_geom *q, char *dst)
     return tiny;
 }
 
-static xconv_status amx_run(const xconv_exec *e, xconv_error *err)
+static xconv_status amx_run_as(const xconv_exec *e, xconv_error *err, bool vec)
 {
     const xconv_canon *p = e->p;
     amx_geom q;
-    amx_geom_of(p, &q);
+    amx_geom_of(p, &q, vec);
     char *ws = e->workspace;
     int emin[256], emax[256];
     for (int i = 0; i < 256; i++) emin[i] = 255, emax[i] = 0;
@@ -663,30 +675,47 @@ fallback:;
     return xconv__engine_cpu_igemm.run(&e2, err);
 }
 
-static size_t amx_prepack_bytes(const xconv_canon *p)
+static size_t amx_prepack_bytes_as(const xconv_canon *p, bool vec)
 {
     amx_geom q;
-    amx_geom_of(p, &q);
+    amx_geom_of(p, &q, vec);
     return q.blob;
 }
 
-static void amx_prepack(const xconv_canon *p, xconv_context *ctx, const void *w, void *packed)
+static void amx_prepack_as(const xconv_canon *p, xconv_context *ctx, const void *w, void *packed, bool vec)
 {
     amx_geom q;
-    amx_geom_of(p, &q);
+    amx_geom_of(p, &q, vec);
     const xconv_exec e = {.p = p, .ctx = ctx, .w = w};
     amx_task t = {.e = &e, .q = &q, .blob = packed};
     f8_values(&t);
     xconv__amx_pack_all(ctx, &t);
 }
 
-const xconv_engine xconv__engine_cpu_amx = {
-    .name = "cpu.amx",
-    .device = XCONV_DEVICE_CPU,
-    .supports = amx_supports,
-    .workspace_bytes = amx_workspace_bytes,
-    .cost = amx_cost,
-    .run = amx_run,
-    .prepack_bytes = amx_prepack_bytes,
-    .prepack = amx_prepack,
-};
+/* The two engines over this code: cpu.amx (tiles) and cpu.avx512bf16 (vectors, bf16). */
+#define AMX_ENGINE(sym, tag, engine_name, vec)                                                 \
+    static bool tag##_supports(const xconv_canon *p, const char **why_not)                     \
+    {                                                                                          \
+        return amx_supports_as(p, why_not, vec);                                               \
+    }                                                                                          \
+    static size_t tag##_workspace_bytes(const xconv_canon *p) { return amx_workspace_bytes_as(p, vec); } \
+    static double tag##_cost(const xconv_canon *p) { return amx_cost_as(p, vec); }             \
+    static xconv_status tag##_run(const xconv_exec *e, xconv_error *err) { return amx_run_as(e, err, vec); } \
+    static size_t tag##_prepack_bytes(const xconv_canon *p) { return amx_prepack_bytes_as(p, vec); } \
+    static void tag##_prepack(const xconv_canon *p, xconv_context *ctx, const void *w, void *packed) \
+    {                                                                                          \
+        amx_prepack_as(p, ctx, w, packed, vec);                                                \
+    }                                                                                          \
+    const xconv_engine sym = {                                                                 \
+        .name = engine_name,                                                                   \
+        .device = XCONV_DEVICE_CPU,                                                            \
+        .supports = tag##_supports,                                                            \
+        .workspace_bytes = tag##_workspace_bytes,                                              \
+        .cost = tag##_cost,                                                                    \
+        .run = tag##_run,                                                                      \
+        .prepack_bytes = tag##_prepack_bytes,                                                  \
+        .prepack = tag##_prepack,                                                              \
+    };
+
+AMX_ENGINE(xconv__engine_cpu_amx, tiles, "cpu.amx", false)
+AMX_ENGINE(xconv__engine_cpu_avx512bf16, vectors, "cpu.avx512bf16", true)

@@ -66,6 +66,12 @@ void xconv__amx_block(amx_thread *th, amx_kind kind, const amx_block_args *k);
 /* Releases the tiles (at the end of a thread's share of a run). */
 void xconv__amx_release(amx_thread *th);
 
+/* The same block for AMX_BF16 on AVX512-BF16 vector dot products (amx_vec.c), on CPUs
+ * without the tiles: the engine cpu.avx512bf16. Available where the CPU has AVX-512 F, BW,
+ * VL and BF16 (which the stores and copies around the blocks need too). */
+bool xconv__amx_vec_available(void);
+void xconv__amx_vec_block(const amx_block_args *k);
+
 #define AMX_MAX_SUBS 64   /* stride phases of conv_transpose */
 #define AMX_MAX_TAPS 4096
 
@@ -87,6 +93,7 @@ typedef struct amx_tap {
 typedef struct amx_geom {
     bool        ok;
     const char *why_not;
+    bool        vec;        /* the blocks run on xconv__amx_vec_block (cpu.avx512bf16) */
     amx_kind    kind;
     int         es;         /* bytes per A or B value: 2 or 1 */
     int         kstep;      /* reduction values per tile step: 32 or 64 */

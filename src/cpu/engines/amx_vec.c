@@ -1,0 +1,108 @@
+/*
+ * amx_vec.c — the block kernel of amx.h for bf16 on AVX512-BF16 dot products instead of
+ * tiles, for CPUs with AVX512-BF16 but no AMX (AMD Zen 4 and later, Intel Cooper Lake): the
+ * engine "cpu.avx512bf16", which is cpu.amx's layout, packing and copies around this kernel.
+ *
+ * The packed B tiles are already vdpbf16ps's operand: row p of a 16-column tile holds each
+ * column's pair (2p, 2p + 1) of reduction values, so one 64-byte load is one B vector, and A's
+ * pair p of a row is one broadcast 32-bit value. C's 32 rows run in groups of 12 (24 sums in
+ * registers, 2 B vectors, 1 broadcast), the last group of 12, 8 or 4 rows; rows of a group
+ * past the live ones read the last live row again (inside A) and are not stored.
+ *
+ * vdpbf16ps, like AMX, treats bf16 denormals as zero and flushes denormal sums (amx.c checks
+ * the exponents and sends such inputs to the f32 kernels); each lane adds its two exact
+ * products in a fixed order, so results do not depend on the blocking or the threads.
+ */
+#include "cpu/engines/amx.h"
+#include "cpu/isa.h"
+
+#include <string.h>
+
+#if XCONV_X86
+#include <immintrin.h>
+
+#define VEC_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+bool xconv__amx_vec_available(void)
+{
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+        !__builtin_cpu_supports("avx512vl"))
+        return false;
+    unsigned a, b, c, d;
+    __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0), "c"(0));
+    if (a < 7) return false;
+    __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(1));
+    return (a >> 5) & 1; /* AVX512_BF16 */
+}
+
+/* Rows r0 .. r0 + R - 1 of the block (R a constant: 12, 8 or 4), of which `live` are stored. */
+static inline __attribute__((always_inline)) VEC_TARGET void
+vec_rows(const amx_block_args *k, const int R, int r0, int live)
+{
+    const size_t lda = k->lda;
+    __m512 acc[12][2];
+    XCONV_UNROLL for (int r = 0; r < R; r++) {
+        if (k->init) {
+            const float *ir = (const float *)((const char *)k->init + (size_t)((r0 + r) % 16) * 128);
+            acc[r][0] = _mm512_loadu_ps(ir);
+            acc[r][1] = _mm512_loadu_ps(ir + 16);
+        } else {
+            acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+        }
+    }
+    int64_t off[12]; /* row r's offset from the block's row r0, clamped to the live rows */
+    XCONV_UNROLL for (int r = 0; r < R; r++) off[r] = (int64_t)(r < live ? r : live - 1) * (int64_t)lda;
+    for (int64_t t = 0; t < k->ntaps; t++) {
+        const char *a = k->a[t] + (size_t)r0 * lda, *b = k->b[t];
+        for (int64_t s = 0; s < k->ksteps; s++, a += 64, b += 2048) {
+            XCONV_UNROLL for (int pr = 0; pr < 16; pr++) {
+                const __m512bh b0 = (__m512bh)_mm512_loadu_ps(b + pr * 64);
+                const __m512bh b1 = (__m512bh)_mm512_loadu_ps(b + 1024 + pr * 64);
+                XCONV_UNROLL for (int r = 0; r < R; r++) {
+                    int32_t pair;
+                    memcpy(&pair, a + off[r] + pr * 4, 4);
+                    const __m512bh av = (__m512bh)_mm512_set1_epi32(pair);
+                    acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, b0);
+                    acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
+                }
+            }
+        }
+    }
+    XCONV_UNROLL for (int r = 0; r < R; r++) {
+        if (r >= live) continue;
+        float *cr = (float *)((char *)k->c + (size_t)(r0 + r) * 128);
+        _mm512_storeu_ps(cr, acc[r][0]);
+        _mm512_storeu_ps(cr + 16, acc[r][1]);
+    }
+}
+
+static VEC_TARGET void vec_rows12(const amx_block_args *k, int r0, int live) { vec_rows(k, 12, r0, live); }
+static VEC_TARGET void vec_rows8(const amx_block_args *k, int r0, int live) { vec_rows(k, 8, r0, live); }
+static VEC_TARGET void vec_rows4(const amx_block_args *k, int r0, int live) { vec_rows(k, 4, r0, live); }
+
+void xconv__amx_vec_block(const amx_block_args *k)
+{
+    if (k->between) k->between(k->between_arg);
+    const int rows = k->m0 + k->m1;
+    for (int r0 = 0; r0 < rows;) {
+        const int left = rows - r0;
+        if (left > 8) {
+            vec_rows12(k, r0, left < 12 ? left : 12);
+            r0 += 12;
+        } else if (left > 4) {
+            vec_rows8(k, r0, left);
+            r0 += 8;
+        } else {
+            vec_rows4(k, r0, left);
+            r0 += 4;
+        }
+    }
+}
+
+#else /* not x86 */
+
+bool xconv__amx_vec_available(void) { return false; }
+void xconv__amx_vec_block(const amx_block_args *k) { (void)k; }
+
+#endif
