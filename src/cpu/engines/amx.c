@@ -151,7 +151,8 @@ static void amx_subs(const xconv_canon *p, amx_geom *q, amx_tap *taps)
     for (int64_t i = 0; i < q->nsub; i++) {
         amx_sub *sb = &q->sub[i];
         sb->vcount = ((sb->m[0] - 1) * q->q[1] + sb->m[1] - 1) * q->q[2] + sb->m[2];
-        sb->blocks = (sb->vcount + 31) / 32;
+        sb->count = sb->m[0] * sb->m[1] * sb->m[2];
+        sb->blocks = ((q->vec ? sb->count : sb->vcount) + 31) / 32;
         q->blocks += sb->blocks;
     }
     q->ntaps = count;
@@ -368,12 +369,37 @@ static double amx_cost_as(const xconv_canon *p, bool vec)
 /* ---------------------------------------------------------------------------------------- */
 
 /* The live rows of one block (rows of C whose virtual row is an output) and their y
- * offsets in bytes without the output channel's: one list serves every panel of the block. */
+ * offsets in bytes without the output channel's: one list serves every panel of the block.
+ * vec: every row is an output (rows are numbered over the outputs), and a_off holds each
+ * row's A offset in bytes (its virtual row's). */
 typedef struct amx_rows {
     int     count;
     uint8_t row[32];
     int64_t off[32];
+    int64_t a_off[32];
 } amx_rows;
+
+/* vec's block: outputs i0 .. i0 + rows - 1 of the sub, in (u0, u1, u2) order. */
+static void output_rows(const amx_task *t, const amx_sub *sb, int64_t n, int64_t i0, int rows,
+                        amx_rows *br)
+{
+    const xconv_canon *p = t->e->p;
+    const amx_geom *q = t->q;
+    const int64_t yes = (int64_t)xconv_dtype_size(p->y_dtype);
+    int64_t u2 = i0 % sb->m[2], u1 = i0 / sb->m[2] % sb->m[1], u0 = i0 / sb->m[2] / sb->m[1];
+    for (int i = 0; i < rows; i++) {
+        br->row[i] = (uint8_t)i;
+        br->off[i] = (p->y_off + n * p->y_sn + (sb->r[0] + sb->step[0] * u0) * p->y_ss[0] +
+                      (sb->r[1] + sb->step[1] * u1) * p->y_ss[1] + (sb->r[2] + sb->step[2] * u2) * p->y_ss[2]) *
+                     yes;
+        br->a_off[i] = ((u0 * q->q[1] + u1) * q->q[2] + u2) * (int64_t)q->row_bytes;
+        if (++u2 == sb->m[2]) {
+            u2 = 0;
+            if (++u1 == sb->m[1]) u1 = 0, u0++;
+        }
+    }
+    br->count = rows;
+}
 
 static void block_rows(const amx_task *t, const amx_sub *sb, int64_t n, int64_t v0, int rows,
                        amx_rows *br)
@@ -447,7 +473,8 @@ static void unit_at(const amx_task *t, int64_t unit, amx_unit *u)
     int64_t b = blk % q->blocks, si = 0;
     while (b >= q->sub[si].blocks) b -= q->sub[si].blocks, si++;
     u->sb = &q->sub[si];
-    u->v0 = b * 32, u->rows = u->sb->vcount - u->v0 < 32 ? u->sb->vcount - u->v0 : 32;
+    const int64_t total = q->vec ? u->sb->count : u->sb->vcount;
+    u->v0 = b * 32, u->rows = total - u->v0 < 32 ? total - u->v0 : 32;
 }
 
 /* What waits for the tile unit's next products: a block's C for its stores, and rows of x
@@ -505,17 +532,30 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
                                                     (int64_t)q->es
                       : t->ws + q->xbuf + (size_t)u->nl * (size_t)q->image * q->row_bytes +
                             (size_t)(u->g * q->cp * q->es);
+        /* the next panels of the same block reuse its list of live rows; a new block's list
+         * goes to the other buffer, as the previous one's may still wait in pd */
+        if (new_block) {
+            list ^= 1;
+            if (q->vec)
+                output_rows(t, u->sb, t->n0 + u->nl, u->v0, (int)u->rows, &lists[list]);
+            else
+                block_rows(t, u->sb, t->n0 + u->nl, u->v0, (int)u->rows, &lists[list]);
+        }
+        const amx_rows *br = &lists[list];
+        /* the virtual rows the block reads from: vec's run over its outputs' */
+        const int64_t vfirst = q->vec ? br->a_off[0] / (int64_t)q->row_bytes : u->v0;
+        const int64_t vlast = q->vec ? br->a_off[br->count - 1] / (int64_t)q->row_bytes : u->v0 + u->rows - 1;
         /* x read in place: the rows this block reads, once per block (its range's first
          * panel), for the exponent check, while its products run */
         if (t->scan && u->panel == u->c0) {
-            pd.scan = image + (size_t)(u->v0 + t->pos_lo) * q->row_bytes;
-            pd.scan_rows = u->rows + t->pos_hi - t->pos_lo;
+            pd.scan = image + (size_t)(vfirst + t->pos_lo) * q->row_bytes;
+            pd.scan_rows = vlast - vfirst + 1 + t->pos_hi - t->pos_lo;
         }
         const char *wpanel = t->blob + AMX_BLOB_HEADER + (size_t)(u->gp * q->wtaps) * q->tap_bytes;
         const char **bt = a + u->sb->ntaps;
         for (int64_t i = 0; i < u->sb->ntaps; i++) {
             const amx_tap *tp = &t->taps[u->sb->tap0 + i];
-            a[i] = image + (size_t)(tp->pos + u->v0) * q->row_bytes;
+            a[i] = image + (size_t)(tp->pos + (q->vec ? 0 : u->v0)) * q->row_bytes;
             bt[i] = wpanel + (size_t)tp->kk * q->tap_bytes;
         }
         char *c = sl + (size_t)(unit & 1) * 4096;
@@ -525,6 +565,7 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
             .a = a,
             .b = bt,
             .lda = q->row_bytes,
+            .row_off = q->vec ? br->a_off : NULL,
             .init = p->has_bias ? t->ws + q->bias + (size_t)u->gp * 2048 : NULL,
             .c = c,
             .m0 = u->rows < 16 ? (int)u->rows : 16,
@@ -536,12 +577,6 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
             xconv__amx_vec_block(&k);
         else
             xconv__amx_block(&th, q->kind, &k);
-        /* the next panels of the same block reuse its list of live rows; a new block's list
-         * goes to the other buffer, as the previous one's may still wait in pd */
-        if (new_block) {
-            list ^= 1;
-            block_rows(t, u->sb, t->n0 + u->nl, u->v0, (int)u->rows, &lists[list]);
-        }
         pd.rows = &lists[list], pd.g = u->g, pd.panel = u->panel, pd.c = c;
     }
     flush_pending(&pd);

@@ -54,6 +54,7 @@ typedef struct amx_block_args {
     const char *const *a;
     const char *const *b;
     size_t             lda;
+    const int64_t     *row_off;  /* vec only: row i at + row_off[i] instead (NULL: i * lda) */
     const void        *init;
     void              *c;
     int                m0, m1;
@@ -80,7 +81,8 @@ void xconv__amx_vec_block(const amx_block_args *k);
 typedef struct amx_sub {
     int64_t r[3], step[3], m[3];
     int64_t vcount;   /* virtual rows up to the last output's, + 1 */
-    int64_t blocks;   /* blocks of 32 rows per image */
+    int64_t count;    /* outputs */
+    int64_t blocks;   /* blocks of 32 rows per image: of virtual rows, or (vec) of outputs */
     int64_t tap0, ntaps;
 } amx_sub;
 

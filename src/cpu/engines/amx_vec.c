@@ -7,7 +7,9 @@
  * column's pair (2p, 2p + 1) of reduction values, so one 64-byte load is one B vector, and A's
  * pair p of a row is one broadcast 32-bit value. C's 32 rows run in groups of 12 (24 sums in
  * registers, 2 B vectors, 1 broadcast), the last group of 12, 8 or 4 rows; rows of a group
- * past the live ones read the last live row again (inside A) and are not stored.
+ * past the live ones read the last live row again (inside A) and are not stored. Rows may
+ * lie anywhere in A (row_off): cpu.avx512bf16 numbers its rows over the outputs, not over the
+ * plane grid as the tiles must, so no row is computed and dropped.
  *
  * vdpbf16ps, like AMX, treats bf16 denormals as zero and flushes denormal sums (amx.c checks
  * the exponents and sends such inputs to the f32 kernels); each lane adds its two exact
@@ -20,10 +22,11 @@
 
 #if XCONV_X86
 #include <immintrin.h>
+#include <stdatomic.h>
 
 #define VEC_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
-bool xconv__amx_vec_available(void)
+static bool vec_probe(void)
 {
     __builtin_cpu_init();
     if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
@@ -36,11 +39,22 @@ bool xconv__amx_vec_available(void)
     return (a >> 5) & 1; /* AVX512_BF16 */
 }
 
+/* Asked once: under a hypervisor, cpuid traps (microseconds), and every plan asks. */
+bool xconv__amx_vec_available(void)
+{
+    static _Atomic int state; /* 0 unknown, 1 yes, 2 no */
+    int s = atomic_load_explicit(&state, memory_order_acquire);
+    if (!s) {
+        s = vec_probe() ? 1 : 2;
+        atomic_store_explicit(&state, s, memory_order_release);
+    }
+    return s == 1;
+}
+
 /* Rows r0 .. r0 + R - 1 of the block (R a constant: 12, 8 or 4), of which `live` are stored. */
 static inline __attribute__((always_inline)) VEC_TARGET void
 vec_rows(const amx_block_args *k, const int R, int r0, int live)
 {
-    const size_t lda = k->lda;
     __m512 acc[12][2];
     XCONV_UNROLL for (int r = 0; r < R; r++) {
         if (k->init) {
@@ -51,10 +65,14 @@ vec_rows(const amx_block_args *k, const int R, int r0, int live)
             acc[r][0] = acc[r][1] = _mm512_setzero_ps();
         }
     }
-    int64_t off[12]; /* row r's offset from the block's row r0, clamped to the live rows */
-    XCONV_UNROLL for (int r = 0; r < R; r++) off[r] = (int64_t)(r < live ? r : live - 1) * (int64_t)lda;
+    const size_t lda = k->lda;
+    int64_t off[12]; /* row r0 + r's offset from a tap's A, clamped to the live rows */
+    XCONV_UNROLL for (int r = 0; r < R; r++) {
+        const int i = r0 + (r < live ? r : live - 1);
+        off[r] = k->row_off ? k->row_off[i] : (int64_t)i * (int64_t)lda;
+    }
     for (int64_t t = 0; t < k->ntaps; t++) {
-        const char *a = k->a[t] + (size_t)r0 * lda, *b = k->b[t];
+        const char *a = k->a[t], *b = k->b[t];
         for (int64_t s = 0; s < k->ksteps; s++, a += 64, b += 2048) {
             XCONV_UNROLL for (int pr = 0; pr < 16; pr++) {
                 const __m512bh b0 = (__m512bh)_mm512_loadu_ps(b + pr * 64);
