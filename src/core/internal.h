@@ -181,6 +181,15 @@ void         xconv__cuda_workspace_free(xconv_context *ctx, void *ptr);
 typedef void (*xconv_slot_fn)(void *arg, int64_t begin, int64_t end, int slot);
 void xconv__parallel_for_slot(xconv_context *ctx, int64_t count, xconv_slot_fn fn, void *arg);
 
+/* Work ranges that threads share out: left[i] holds thread i's units [lo, hi) still to run
+ * (lo in the low 32 bits, hi in the high). xconv__units_init gives thread i its static
+ * share of `units` (< 2^32); xconv__take_unit hands thread `self` the front of its own range,
+ * or else the back of another thread's (a thread slowed by other work on its core is
+ * relieved of its last units), and returns false when no unit is left. Each unit still runs
+ * once, so results that depend only on the unit are the same for any schedule. */
+void xconv__units_init(void *left, int nthreads, int64_t units);
+bool xconv__take_unit(void *left, int nthreads, int self, int64_t *unit);
+
 /* A context for internal use when the caller passed NULL (single thread, created on demand,
  * lives for the process). */
 xconv_context *xconv__default_context(void);

@@ -252,3 +252,28 @@ void *xconv__context_cuda_stream(const xconv_context *ctx) { return ctx ? ctx->c
 static xconv_context default_context = {.threads = 1};
 
 xconv_context *xconv__default_context(void) { return &default_context; }
+
+void xconv__units_init(void *left, int nthreads, int64_t units)
+{
+    _Atomic uint64_t *l = left;
+    for (int i = 0; i < nthreads; i++)
+        atomic_init(&l[i], (uint64_t)(units * i / nthreads) | (uint64_t)(units * (i + 1) / nthreads) << 32);
+}
+
+bool xconv__take_unit(void *left, int nthreads, int self, int64_t *unit)
+{
+    _Atomic uint64_t *l = left;
+    for (int k = 0; k < nthreads; k++) {
+        _Atomic uint64_t *r = &l[(self + k) % nthreads];
+        uint64_t v = atomic_load_explicit(r, memory_order_relaxed);
+        while ((uint32_t)v < (uint32_t)(v >> 32)) {
+            const uint64_t take = k == 0 ? v + 1 : v - ((uint64_t)1 << 32);
+            if (atomic_compare_exchange_weak_explicit(r, &v, take, memory_order_relaxed,
+                                                      memory_order_relaxed)) {
+                *unit = k == 0 ? (int64_t)(uint32_t)v : (int64_t)(uint32_t)(v >> 32) - 1;
+                return true;
+            }
+        }
+    }
+    return false;
+}

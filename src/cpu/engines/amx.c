@@ -35,6 +35,7 @@
 #include "cpu/engines/amx.h"
 #include "cpu/engines/igemm.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #define AMX_XBUF_BYTES ((size_t)8 << 20) /* the copy of x per chunk of images */
@@ -327,6 +328,11 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q, bool vec)
         }
         q->fallback = xconv__engine_cpu_igemm.workspace_bytes(&p2);
     }
+    /* units are counted in 32 bits (xconv__take_unit) */
+    if ((double)(p->groups * q->panels) * (double)q->chunk_n * (double)q->blocks >= 2147483648.0) {
+        q->why_not = "it runs at most 2^31 blocks of outputs per chunk of images";
+        return;
+    }
     q->ok = true;
 }
 
@@ -508,8 +514,9 @@ static void flush_pending(void *arg)
     pd->scan = NULL;
 }
 
-/* Units [begin, end). Each block's C goes to one of two staging buffers in turn, and is
- * written to y while the next block's products run on the tile unit. */
+/* The units of thread `slot` (xconv__take_unit: its own range, then the last units of the
+ * others). Each block's C goes to one of two staging buffers in turn, and is written to y
+ * while the next block's products run on the tile unit. */
 static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
 {
     const amx_task *t = arg;
@@ -522,9 +529,11 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
     amx_rows lists[2];
     int list = 0;
     amx_unit units[2]; /* this unit's place and the previous one's */
-    for (int64_t unit = begin; unit < end; unit++) {
-        amx_unit *u = &units[(unit - begin) & 1];
-        const amx_unit *prev = unit > begin ? &units[(unit - begin + 1) & 1] : NULL;
+    (void)begin, (void)end;
+    for (int64_t run = 0, unit;; run++) { /* run: the units this thread has taken so far */
+        if (!xconv__take_unit(t->left, t->nthreads, slot, &unit)) break;
+        amx_unit *u = &units[run & 1];
+        const amx_unit *prev = run > 0 ? &units[(run + 1) & 1] : NULL;
         unit_at(t, unit, u);
         const bool new_block = !prev || u->sb != prev->sb || u->nl != prev->nl || u->v0 != prev->v0;
         const char *image =
@@ -558,7 +567,7 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
             a[i] = image + (size_t)(tp->pos + (q->vec ? 0 : u->v0)) * q->row_bytes;
             bt[i] = wpanel + (size_t)tp->kk * q->tap_bytes;
         }
-        char *c = sl + (size_t)(unit & 1) * 4096;
+        char *c = sl + (size_t)(run & 1) * 4096;
         const amx_block_args k = {
             .ntaps = u->sb->ntaps,
             .ksteps = q->ksteps,
@@ -690,7 +699,10 @@ static xconv_status amx_run_as(const xconv_exec *e, xconv_error *err, bool vec)
             xconv__parallel_for_slot(e->ctx, t.nb * (q.image / q.q[2]) * q.segs, copy_range, &t);
             memset(ws + q.xbuf + (size_t)t.nb * (size_t)q.image * q.row_bytes, 0, (size_t)(q.kstep * q.es));
         }
-        xconv__parallel_for_slot(e->ctx, p->groups * q.panels * t.nb * q.blocks, compute_range, &t);
+        _Atomic uint64_t left[256]; /* threads <= 256 (amx_geom_of) */
+        t.left = left, t.nthreads = threads;
+        xconv__units_init(left, threads, p->groups * q.panels * t.nb * q.blocks);
+        xconv__parallel_for_slot(e->ctx, threads, compute_range, &t);
         /* x was scanned as the blocks copied or read it. When it reached bf16's denormal
          * range, or (row mode) holds an Inf or NaN that would meet the zero weights past
          * the reduction, the whole problem goes the f32 way, which rewrites every y element */

@@ -146,6 +146,8 @@ typedef struct amx_task {
     bool              scan;         /* x read in place is scanned by the blocks */
     uint16_t          f8[256];      /* f8 x: each byte's value in bf16 (exact) */
     int64_t           pos_lo, pos_hi; /* the taps' smallest and largest A row offsets */
+    void             *left;         /* the threads' ranges of units (xconv__take_unit) */
+    int               nthreads;
 } amx_task;
 
 /* Packs the weights' items [begin, end) (item = (g, panel, tap)) into blob + AMX_BLOB_HEADER,

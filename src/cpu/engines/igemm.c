@@ -596,28 +596,9 @@ static void run_mixed(const ig_task *t, const ig_tile *tl, const void **a, const
     }
 }
 
-/* The next unit for thread `self`: the front of its own range, or else the back of another
- * thread's (a thread slowed by other work on its core is relieved of its last units). */
-static bool take_unit(const ig_task *t, int self, int64_t *unit)
-{
-    for (int k = 0; k < t->nthreads; k++) {
-        _Atomic uint64_t *r = &t->left[(self + k) % t->nthreads];
-        uint64_t v = atomic_load_explicit(r, memory_order_relaxed);
-        while ((uint32_t)v < (uint32_t)(v >> 32)) {
-            const uint64_t take = k == 0 ? v + 1 : v - ((uint64_t)1 << 32);
-            if (atomic_compare_exchange_weak_explicit(r, &v, take, memory_order_relaxed,
-                                                      memory_order_relaxed)) {
-                *unit = k == 0 ? (int64_t)(uint32_t)v : (int64_t)(uint32_t)(v >> 32) - 1;
-                return true;
-            }
-        }
-    }
-    return false;
-}
-
 /*
  * A work unit is a block of up to q->group consecutive tiles of one (group, panel); a thread
- * takes units with take_unit (or runs its static range) and walks each unit's reduction in
+ * takes units with xconv__take_unit (or runs its static range) and walks each unit's reduction in
  * blocks whose packed weights stay in L2 (q->kc values: several whole runs, or a slice of one
  * long run), running every tile of the unit on a block before moving on. Each C element still
  * sums its terms in run order, then channel order, whatever the grouping: results do not
@@ -658,7 +639,7 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
     int64_t built_blk = -1, built_g = -1, shifted_blk = -1;
     for (int64_t unit = begin;;) {
         int64_t u = unit++;
-        if (t->left ? !take_unit(t, slot, &u) : u >= end) break;
+        if (t->left ? !xconv__take_unit(t->left, t->nthreads, slot, &u) : u >= end) break;
         const int64_t blk = t->tile_major ? u / gps : u % t->blocks;
         const int64_t gp = t->tile_major ? u % gps : u / t->blocks;
         const int64_t tile0 = t->tiles * blk / t->blocks;
@@ -856,10 +837,7 @@ static xconv_status ig_run(const xconv_exec *e, xconv_error *err)
         _Atomic uint64_t left[IG_MAX_THREADS];
         t.nthreads = xconv_context_threads(e->ctx);
         t.left = q.lazy || t.units >= INT32_MAX || t.nthreads > IG_MAX_THREADS ? NULL : left;
-        if (t.left)
-            for (int i = 0; i < t.nthreads; i++)
-                atomic_init(&left[i], (uint64_t)(t.units * i / t.nthreads) |
-                                          (uint64_t)(t.units * (i + 1) / t.nthreads) << 32);
+        if (t.left) xconv__units_init(left, t.nthreads, t.units);
         xconv__parallel_for_slot(e->ctx, t.left ? t.nthreads : t.units, gemm_range, &t);
     }
     (void)err;
