@@ -257,14 +257,15 @@ void xconv__units_init(void *left, int nthreads, int64_t units)
 {
     _Atomic uint64_t *l = left;
     for (int i = 0; i < nthreads; i++)
-        atomic_init(&l[i], (uint64_t)(units * i / nthreads) | (uint64_t)(units * (i + 1) / nthreads) << 32);
+        atomic_init(&l[i * XCONV_UNITS_STRIDE],
+                    (uint64_t)(units * i / nthreads) | (uint64_t)(units * (i + 1) / nthreads) << 32);
 }
 
 bool xconv__take_unit(void *left, int nthreads, int self, int64_t *unit)
 {
     _Atomic uint64_t *l = left;
     for (int k = 0; k < nthreads; k++) {
-        _Atomic uint64_t *r = &l[(self + k) % nthreads];
+        _Atomic uint64_t *r = &l[(self + k) % nthreads * XCONV_UNITS_STRIDE];
         uint64_t v = atomic_load_explicit(r, memory_order_relaxed);
         while ((uint32_t)v < (uint32_t)(v >> 32)) {
             const uint64_t take = k == 0 ? v + 1 : v - ((uint64_t)1 << 32);

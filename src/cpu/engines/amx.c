@@ -699,7 +699,7 @@ static xconv_status amx_run_as(const xconv_exec *e, xconv_error *err, bool vec)
             xconv__parallel_for_slot(e->ctx, t.nb * (q.image / q.q[2]) * q.segs, copy_range, &t);
             memset(ws + q.xbuf + (size_t)t.nb * (size_t)q.image * q.row_bytes, 0, (size_t)(q.kstep * q.es));
         }
-        _Atomic uint64_t left[256]; /* threads <= 256 (amx_geom_of) */
+        _Alignas(64) _Atomic uint64_t left[256 * XCONV_UNITS_STRIDE]; /* threads <= 256 (amx_geom_of) */
         t.left = left, t.nthreads = threads;
         xconv__units_init(left, threads, p->groups * q.panels * t.nb * q.blocks);
         xconv__parallel_for_slot(e->ctx, threads, compute_range, &t);

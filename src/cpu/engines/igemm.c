@@ -834,7 +834,7 @@ static xconv_status ig_run(const xconv_exec *e, xconv_error *err)
         /* Each thread starts on its static share of the units and then takes the last units
          * of the others; each output element is still summed by one unit in a fixed order.
          * Lazy packing keeps static ranges only, so that a thread's units share panels. */
-        _Atomic uint64_t left[IG_MAX_THREADS];
+        _Alignas(64) _Atomic uint64_t left[IG_MAX_THREADS * XCONV_UNITS_STRIDE];
         t.nthreads = xconv_context_threads(e->ctx);
         t.left = q.lazy || t.units >= INT32_MAX || t.nthreads > IG_MAX_THREADS ? NULL : left;
         if (t.left) xconv__units_init(left, t.nthreads, t.units);

@@ -75,7 +75,7 @@ typedef struct ig_task {
      * count) over one (group, panel); blocks outer when tile_major, else panels outer. */
     int64_t           blocks, units;
     bool              tile_major;
-    /* per thread: the units [lo, hi) it has yet to run, lo in the low 32 bits, hi in the high;
+    /* per thread (XCONV_UNITS_STRIDE words each): the units [lo, hi) it has yet to run, lo in the low 32 bits, hi in the high;
      * NULL: static ranges of units */
     _Atomic uint64_t *left;
     int               nthreads;
