@@ -516,7 +516,8 @@ static void flush_pending(void *arg)
 
 /* The units of thread `slot` (xconv__take_unit: its own range, then the last units of the
  * others). Each block's C goes to one of two staging buffers in turn, and is written to y
- * while the next block's products run on the tile unit. */
+ * while the next block's products run on the tile unit (cpu.avx512bf16 with a dense bf16 or
+ * f32 y: its blocks write y themselves). */
 static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
 {
     const amx_task *t = arg;
@@ -530,6 +531,9 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
     int list = 0;
     amx_unit units[2]; /* this unit's place and the previous one's */
     (void)begin, (void)end;
+    /* vec's blocks write dense bf16 / f32 y themselves (every row of theirs is an output) */
+    const bool direct_y = q->vec && (q->store == AMX_STORE_BF16 || q->store == AMX_STORE_B32);
+    const int64_t yes = (int64_t)xconv_dtype_size(p->y_dtype);
     for (int64_t run = 0, unit;; run++) { /* run: the units this thread has taken so far */
         if (!xconv__take_unit(t->left, t->nthreads, slot, &unit)) break;
         amx_unit *u = &units[run & 1];
@@ -581,12 +585,16 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
             .m1 = u->rows > 16 ? (int)u->rows - 16 : 0,
             .between = flush_pending,
             .between_arg = &pd,
+            .y = direct_y ? (char *)t->e->y + (u->g * p->cout_g + u->panel * 32) * p->y_sc * yes : NULL,
+            .y_off = br->off,
+            .cnt = p->cout_g - u->panel * 32 < 32 ? (int)(p->cout_g - u->panel * 32) : 32,
+            .y_bf16 = q->store == AMX_STORE_BF16,
         };
         if (q->vec)
             xconv__amx_vec_block(&k);
         else
             xconv__amx_block(&th, q->kind, &k);
-        pd.rows = &lists[list], pd.g = u->g, pd.panel = u->panel, pd.c = c;
+        if (!direct_y) pd.rows = br, pd.g = u->g, pd.panel = u->panel, pd.c = c;
     }
     flush_pending(&pd);
     xconv__amx_release(&th);

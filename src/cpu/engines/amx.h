@@ -57,6 +57,12 @@ typedef struct amx_block_args {
     const int64_t     *row_off;  /* vec only: row i at + row_off[i] instead (NULL: i * lda) */
     const void        *init;
     void              *c;
+    /* vec only: with y set, rows go straight to y (row i at y + y_off[i] bytes, the first
+     * cnt values, as bf16 (y_bf16) or f32) instead of c, and c is not written */
+    char              *y;
+    const int64_t     *y_off;
+    int                cnt;
+    bool               y_bf16;
     int                m0, m1;
     void             (*between)(void *);
     void              *between_arg;

@@ -9,7 +9,8 @@
  * registers, 2 B vectors, 1 broadcast), the last group of 12, 8 or 4 rows; rows of a group
  * past the live ones read the last live row again (inside A) and are not stored. Rows may
  * lie anywhere in A (row_off): cpu.avx512bf16 numbers its rows over the outputs, not over the
- * plane grid as the tiles must, so no row is computed and dropped.
+ * plane grid as the tiles must, so no row is computed and dropped; and for a dense bf16 or
+ * f32 y the sums go from the registers straight to y (no staged C tile and second pass).
  *
  * vdpbf16ps, like AMX, treats bf16 denormals as zero and flushes denormal sums (amx.c checks
  * the exponents and sends such inputs to the f32 kernels); each lane adds its two exact
@@ -86,6 +87,23 @@ vec_rows(const amx_block_args *k, const int R, int r0, int live)
                 }
             }
         }
+    }
+    if (k->y) { /* straight to y: no staging of C and no second pass over it */
+        const int cnt = k->cnt;
+        const __mmask16 m0 = (__mmask16)(cnt >= 16 ? 0xffff : (1u << cnt) - 1);
+        const __mmask16 m1 = (__mmask16)(cnt >= 32 ? 0xffff : cnt > 16 ? (1u << (cnt - 16)) - 1 : 0);
+        const __mmask32 m32 = (__mmask32)(cnt >= 32 ? 0xffffffffu : (1u << cnt) - 1);
+        XCONV_UNROLL for (int r = 0; r < R; r++) {
+            if (r >= live) continue;
+            char *yr = k->y + k->y_off[r0 + r];
+            if (k->y_bf16) { /* round to nearest even, as amx_store.c */
+                _mm512_mask_storeu_epi16(yr, m32, (__m512i)_mm512_cvtne2ps_pbh(acc[r][1], acc[r][0]));
+            } else {
+                _mm512_mask_storeu_ps(yr, m0, acc[r][0]);
+                _mm512_mask_storeu_ps(yr + 64, m1, acc[r][1]);
+            }
+        }
+        return;
     }
     XCONV_UNROLL for (int r = 0; r < R; r++) {
         if (r >= live) continue;
