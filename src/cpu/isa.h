@@ -13,6 +13,21 @@
 #define XCONV_X86 0
 #endif
 
+#include <stdatomic.h>
+#include <stdbool.h>
+
+/* probe()'s answer, asked once per process (*state: 0 not yet, 1 yes, 2 no): CPU probes
+ * run cpuid, which traps under a hypervisor, and every plan asks. */
+static inline bool xconv__probe_once(_Atomic int *state, bool (*probe)(void))
+{
+    int s = atomic_load_explicit(state, memory_order_acquire);
+    if (!s) {
+        s = probe() ? 1 : 2;
+        atomic_store_explicit(state, s, memory_order_release);
+    }
+    return s == 1;
+}
+
 #if defined(__clang__)
 #define XCONV_UNROLL _Pragma("unroll")
 #elif defined(__GNUC__)

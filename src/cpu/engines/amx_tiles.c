@@ -44,13 +44,8 @@ static bool amx_probe(void)
 
 bool xconv__amx_available(void)
 {
-    static _Atomic int state; /* 0 unknown, 1 yes, 2 no */
-    int s = atomic_load_explicit(&state, memory_order_acquire);
-    if (!s) {
-        s = amx_probe() ? 1 : 2;
-        atomic_store_explicit(&state, s, memory_order_release);
-    }
-    return s == 1;
+    static _Atomic int state;
+    return xconv__probe_once(&state, amx_probe);
 }
 
 /* The 64-byte operand of ldtilecfg (palette 1). */

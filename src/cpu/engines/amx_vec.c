@@ -23,7 +23,6 @@
 
 #if XCONV_X86
 #include <immintrin.h>
-#include <stdatomic.h>
 
 #define VEC_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
@@ -40,16 +39,10 @@ static bool vec_probe(void)
     return (a >> 5) & 1; /* AVX512_BF16 */
 }
 
-/* Asked once: under a hypervisor, cpuid traps (microseconds), and every plan asks. */
 bool xconv__amx_vec_available(void)
 {
-    static _Atomic int state; /* 0 unknown, 1 yes, 2 no */
-    int s = atomic_load_explicit(&state, memory_order_acquire);
-    if (!s) {
-        s = vec_probe() ? 1 : 2;
-        atomic_store_explicit(&state, s, memory_order_release);
-    }
-    return s == 1;
+    static _Atomic int state;
+    return xconv__probe_once(&state, vec_probe);
 }
 
 /* Rows r0 .. r0 + R - 1 of the block (R a constant: 12, 8 or 4), of which `live` are stored. */
