@@ -555,12 +555,12 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
                 block_rows(t, u->sb, t->n0 + u->nl, u->v0, (int)u->rows, &lists[list]);
         }
         const amx_rows *br = &lists[list];
-        /* the virtual rows the block reads from: vec's run over its outputs' */
-        const int64_t vfirst = q->vec ? br->a_off[0] / (int64_t)q->row_bytes : u->v0;
-        const int64_t vlast = q->vec ? br->a_off[br->count - 1] / (int64_t)q->row_bytes : u->v0 + u->rows - 1;
         /* x read in place: the rows this block reads, once per block (its range's first
-         * panel), for the exponent check, while its products run */
+         * panel), for the exponent check, while its products run; vec's block reads the
+         * virtual rows from its first output's to its last's */
         if (t->scan && u->panel == u->c0) {
+            const int64_t vfirst = q->vec ? br->a_off[0] / (int64_t)q->row_bytes : u->v0;
+            const int64_t vlast = q->vec ? br->a_off[br->count - 1] / (int64_t)q->row_bytes : u->v0 + u->rows - 1;
             pd.scan = image + (size_t)(vfirst + t->pos_lo) * q->row_bytes;
             pd.scan_rows = vlast - vfirst + 1 + t->pos_hi - t->pos_lo;
         }

@@ -54,7 +54,7 @@ typedef struct amx_block_args {
     const char *const *a;
     const char *const *b;
     size_t             lda;
-    const int64_t     *row_off;  /* vec only: row i at + row_off[i] instead (NULL: i * lda) */
+    const int64_t     *row_off;  /* vec only (and required): row i at + row_off[i], not i * lda */
     const void        *init;
     void              *c;
     /* vec only: with y set, rows go straight to y (row i at y + y_off[i] bytes, the first

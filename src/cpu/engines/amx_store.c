@@ -1,7 +1,8 @@
 /*
- * amx_store.c — cpu.amx's AVX-512 pieces around the tiles: the dense stores of a block's C
- * rows into y, the copy of x's channel spans, and the exponent scan of bf16 values (amx.h). Only called where
- * xconv__amx_available() holds, which implies AVX-512F, BW and VL.
+ * amx_store.c — cpu.amx's (and cpu.avx512bf16's) AVX-512 pieces around the blocks: the dense
+ * stores of a block's C rows into y, the copy of x's channel spans, and the exponent scan of
+ * bf16 values (amx.h). Only called where xconv__amx_vec_available() holds (AVX-512 F, BW, VL
+ * and BF16), which xconv__amx_available() implies.
  */
 #include "cpu/engines/amx.h"
 #include "cpu/isa.h"

@@ -29,16 +29,13 @@
 
 static bool amx_probe(void)
 {
-    __builtin_cpu_init();
+    /* the conversions and stores around the tiles use AVX-512 F, BW, VL and BF16: what
+     * cpu.avx512bf16 needs (amx_vec.c asks for them) */
+    if (!xconv__amx_vec_available()) return false;
     unsigned a, b, c, d;
     __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(0));
     const bool tile = (d >> 24) & 1, bf16 = (d >> 22) & 1, int8 = (d >> 25) & 1;
-    __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(1));
-    const bool avx512_bf16 = (a >> 5) & 1; /* the stores' conversion (amx_store.c) */
-    /* the conversions and stores around the tiles use AVX-512 */
-    if (!tile || !bf16 || !int8 || !avx512_bf16 || !__builtin_cpu_supports("avx512f") ||
-        !__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vl"))
-        return false;
+    if (!tile || !bf16 || !int8) return false;
     return syscall(SYS_arch_prctl, AMX_ARCH_REQ_XCOMP_PERM, AMX_XFEATURE_XTILEDATA) == 0;
 }
 

@@ -59,12 +59,8 @@ vec_rows(const amx_block_args *k, const int R, int r0, int live)
             acc[r][0] = acc[r][1] = _mm512_setzero_ps();
         }
     }
-    const size_t lda = k->lda;
     int64_t off[12]; /* row r0 + r's offset from a tap's A, clamped to the live rows */
-    XCONV_UNROLL for (int r = 0; r < R; r++) {
-        const int i = r0 + (r < live ? r : live - 1);
-        off[r] = k->row_off ? k->row_off[i] : (int64_t)i * (int64_t)lda;
-    }
+    XCONV_UNROLL for (int r = 0; r < R; r++) off[r] = k->row_off[r0 + (r < live ? r : live - 1)];
     for (int64_t t = 0; t < k->ntaps; t++) {
         const char *a = k->a[t], *b = k->b[t];
         for (int64_t s = 0; s < k->ksteps; s++, a += 64, b += 2048) {
