@@ -13,6 +13,7 @@
 #endif
 XCONV_ENGINE(xconv__engine_cpu_amx)
 XCONV_ENGINE(xconv__engine_cpu_avx512bf16)
+XCONV_ENGINE(xconv__engine_cpu_winograd)
 XCONV_ENGINE(xconv__engine_cpu_igemm)
 XCONV_ENGINE(xconv__engine_cpu_depthwise)
 XCONV_ENGINE(xconv__engine_cpu_im2col)
@@ -27,6 +28,7 @@ const xconv_engine *const xconv__engines[] = {
 #undef XCONV_ENGINE
     &xconv__engine_cpu_amx,
     &xconv__engine_cpu_avx512bf16,
+    &xconv__engine_cpu_winograd,
     &xconv__engine_cpu_igemm,
     &xconv__engine_cpu_depthwise,
     &xconv__engine_cpu_im2col,

@@ -88,6 +88,9 @@ typedef struct ig_task {
     bool              skip_taps;  /* q->skip, and these weights and bias allow it */
 } ig_task;
 
+/* cpu.igemm's engine row: cpu.winograd scales its cost. */
+extern const xconv_engine xconv__engine_cpu_igemm;
+
 /* Writes `count` compute-type values (interleaved if complex) as one packed row of nr. */
 void xconv__igemm_put_row(const ig_geom *q, const void *src, char *row, int64_t count, size_t cs);
 
