@@ -105,10 +105,11 @@ xconv_status xconv_plan_create(xconv_context *ctx, const xconv_params *params,
     XCONV_TRY(xconv__validate_problem(params, x, w, bias, y, &canon, err));
     canon.threads = xconv_context_threads(ctx ? ctx : xconv__default_context());
     canon.allow_reduced = options && options->allow_tf32;
+    canon.constant_weights = options && options->constant_weights;
     const xconv_engine *engine;
     XCONV_TRY(xconv__select_engine(&canon, options ? options->engine : NULL, &engine, err));
 
-    const bool constant = options && options->constant_weights;
+    const bool constant = canon.constant_weights;
     const size_t packed_bytes = constant && engine->prepack ? engine->prepack_bytes(&canon) : 0;
     canon.prepacked = packed_bytes > 0;
 

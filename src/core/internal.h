@@ -147,6 +147,8 @@ typedef struct xconv_canon {
 
     int     threads;            /* the plan's context's threads: workspace slots to size */
     bool    prepacked;          /* weights packed once at plan creation (engine's prepack) */
+    bool    constant_weights;   /* the caller's promise: engines with a prepack will pack once
+                                 * (known when engines are chosen; prepacked only after) */
     bool    allow_reduced;      /* the caller allows reduced-precision f32 math (allow_tf32) */
     double  flops;              /* DESIGN.md §6 count: 2 * MACs */
 } xconv_canon;

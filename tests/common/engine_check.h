@@ -280,12 +280,13 @@ static inline void check_engine_threads(xconv_context *const ctx[4], const tu_pr
 }
 
 /* Every (case, (x, y) dtype pair, layout, view) of a table through check_engine_threads, both
- * layouts, with a bias in two of every three problems (the problem count mod 3 != bias_off). */
+ * layouts, with a bias in two of every three problems (the problem count mod 3 != bias_off);
+ * allow_tf32: the plans' option of that name (cpu.winograd runs only with it). */
 static inline void check_engine_table(xconv_context *const ctx[4], const char *engine,
                                       const table_case *cases, int ncases,
                                       const xconv_dtype (*pairs)[2], int npairs,
                                       table_view_fn view_of, const char *const *view_names,
-                                      int nviews, int bias_off, tu_rng *r)
+                                      int nviews, int bias_off, bool allow_tf32, tu_rng *r)
 {
     int combo = 0;
     for (int ci = 0; ci < ncases; ci++)
@@ -297,6 +298,7 @@ static inline void check_engine_table(xconv_context *const ctx[4], const char *e
                     CASE_GEOMETRY(&p, &cases[ci]);
                     p.layout = li ? XCONV_LAYOUT_CHANNELS_LAST : XCONV_LAYOUT_CHANNELS_FIRST;
                     p.has_bias = combo % 3 != bias_off, p.xdt = pairs[pi][0], p.ydt = pairs[pi][1];
+                    p.allow_tf32 = allow_tf32;
                     tu_problem_finish(&p);
                     check_engine_threads(ctx, &p, engine, view_of, v, view_names[v],
                                          cases[ci].name, r);

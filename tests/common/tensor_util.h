@@ -391,6 +391,7 @@ typedef struct tu_problem {
     int64_t      stride[3], dil[3], lo[3], hi[3], opad[3];
     bool         has_bias;
     xconv_dtype  xdt, ydt;
+    bool         allow_tf32; /* the plan option (reduced-precision f32 engines may run) */
 } tu_problem;
 
 /* DESIGN.md §1's output size, written out again here. */
@@ -507,6 +508,7 @@ static inline xconv_status tu_conv(xconv_context *ctx, const tu_problem *p, cons
     xconv_plan_options o;
     memset(&o, 0, sizeof o);
     o.engine = engine;
+    o.allow_tf32 = p->allow_tf32;
     *used = NULL;
     return xconv_conv(ctx, &q, x, w, p->has_bias ? bias : NULL, y, &o, used, err);
 }

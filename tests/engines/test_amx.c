@@ -248,7 +248,7 @@ static void check_nonfinite(const char *engine)
 static void check_engine(const char *engine, int npairs)
 {
     tu_rng r = {0x5eed0a3b1c2d4e5full};
-    check_engine_table(CTX, engine, CASES, NCASES, PAIRS, npairs, table_view, TV_NAMES, TV_COUNT, 0, &r);
+    check_engine_table(CTX, engine, CASES, NCASES, PAIRS, npairs, table_view, TV_NAMES, TV_COUNT, 0, false, &r);
     check_tiny(engine);
     check_tiny_bias(engine);
     check_nonfinite(engine);

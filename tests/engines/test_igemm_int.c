@@ -80,7 +80,7 @@ int main(void)
         printf("test_igemm_int: no AVX512-VNNI here: the u32 kernels run these problems\n");
     tu_rng r = {0x1f2e3d4c5b6a7988ull};
     check_engine_table(CTX, "cpu.igemm", CASES, NCASES, PAIRS, NPAIRS, table_view, TV_NAMES,
-                       TV_COUNT, 0, &r);
+                       TV_COUNT, 0, false, &r);
     for (int t = 1; t <= 3; t++) xconv_context_destroy(CTX[t]);
     return xt_finish("test_igemm_int");
 }

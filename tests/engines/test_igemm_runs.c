@@ -107,7 +107,7 @@ int main(void)
     }
     tu_rng r = {0x5eed0f1a7c4b2d93ull};
     check_engine_table(CTX, "cpu.igemm", CASES, NCASES, PAIRS, NPAIRS, view_of, RV_NAMES,
-                       RV_COUNT, 1, &r);
+                       RV_COUNT, 1, false, &r);
     for (int t = 1; t <= 3; t++) xconv_context_destroy(CTX[t]);
     return xt_finish("test_igemm_runs");
 }

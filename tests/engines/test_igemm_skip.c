@@ -167,7 +167,7 @@ int main(void)
     }
     tu_rng r = {0x5eed5c1b7a3e9d41ull};
     check_engine_table(CTX, "cpu.igemm", CASES, NCASES, PAIRS, NPAIRS, table_view, TV_NAMES,
-                       TV_COUNT, 1, &r);
+                       TV_COUNT, 1, false, &r);
     static const xconv_dtype FLOATS[] = {XCONV_DTYPE_F32, XCONV_DTYPE_F64, XCONV_DTYPE_C64,
                                          XCONV_DTYPE_C128};
     for (int ci = 0; ci < NCASES; ci++)

@@ -50,7 +50,7 @@
 #define WT_TARGET
 #include "cpu/engines/winograd.tmpl.h"
 
-#define WG_V_BYTES   (384 << 10) /* V of one block of tiles (stays in L2 with its M) */
+#define WG_V_BYTES   (512 << 10) /* V of one block of tiles (stays in L2 with its M) */
 #define WG_MAX_TILES 48          /* tiles per block */
 #define WG_MAX_R     16384       /* reduction per product */
 #define WG_MAX_THR   256         /* more threads run static ranges of units */
@@ -128,10 +128,11 @@ static wg_geom wg_geom_of(const xconv_canon *p)
     q.tx = (p->y_size[2] + 1) / 2;
     q.tiles = p->n * p->y_size[0] * q.ty * q.tx;
     const int mr = q.g->mr;
+    /* all tiles in one block when their V fits (each block reads all of U once) */
     int64_t tb = (int64_t)WG_V_BYTES / ((int64_t)q.E * q.R * 4);
-    tb = tb / mr * mr;
-    if (tb < mr) tb = mr;
     if (tb > WG_MAX_TILES) tb = WG_MAX_TILES;
+    if (tb < q.tiles) tb = tb / mr * mr;
+    if (tb < mr) tb = mr;
     if (tb > q.tiles) tb = q.tiles;
     q.tb = tb;
     q.blocks = (q.tiles + tb - 1) / tb;
@@ -166,7 +167,7 @@ static bool wg_supports(const xconv_canon *p, const char **why_not)
     const wg_geom q = wg_geom_of(p);
     if (!q.g) return *why_not = "no f32 microkernel", false;
     if (q.R > WG_MAX_R) return *why_not = "cpu.winograd takes reductions of at most 16384 values", false;
-    if (!p->prepacked && (double)q.total > xconv__igemm_budget(p))
+    if (!p->prepacked && !p->constant_weights && (double)q.total > xconv__igemm_budget(p))
         return *why_not = "cpu.winograd's transformed weights would break the workspace budget "
                           "(plan with constant_weights)",
                false;
@@ -184,7 +185,7 @@ static double wg_cost(const xconv_canon *p)
     const double per_mac = xconv__engine_cpu_igemm.cost(p) / (0.5 * p->flops);
     const double macs = (double)q.tiles * q.E * (double)q.R * (double)(q.panels * q.nr);
     const double moved = (double)q.tiles * q.E * ((double)q.R + (double)(q.panels * q.nr));
-    const double pack = p->prepacked ? 0.0 : (double)q.u_bytes; /* 4 per value */
+    const double pack = p->constant_weights ? 0.0 : (double)q.u_bytes; /* 4 per value */
     return per_mac * (macs + 2.0 * moved + pack) + 1e4;
 }
 
@@ -317,31 +318,31 @@ static void input_rows(const wg_task *t, wg_at at, int64_t dt, const float **row
         }
 }
 
-/* The direct sums of output (at + (a, b)) for channels co0 .. co0 + cnt into out: the bias,
- * then every tap and input channel in order (a tile with Inf or NaN: IEEE's results). */
+/* The direct sums of output (at + (a, b)) for channels co0 .. co0 + cnt into out, as
+ * cpu.ref orders them (the bias, then input channels, then taps; padding read as 0, whose
+ * 0 * w is NaN for an infinite w): a tile with Inf or NaN gets IEEE's results. */
 static void direct_sums(const wg_task *t, wg_at at, int a, int b, int64_t co0, int cnt, float *out)
 {
     const xconv_canon *p = t->e->p;
     const float *x = t->e->x, *w = t->e->w;
     const int64_t j[3] = {at.j0, at.j1 + a, at.j2 + b};
+    const float *xn = x + p->x_off + at.n * p->x_sn;
     for (int c = 0; c < cnt; c++) {
         const int64_t co = co0 + c;
         float s = t->bias[co];
-        for (int64_t k0 = 0; k0 < p->k_size[0]; k0++)
-            for (int64_t k1 = 0; k1 < p->k_size[1]; k1++)
-                for (int64_t k2 = 0; k2 < p->k_size[2]; k2++) {
-                    const int64_t i0 = j[0] * p->stride[0] + k0 * p->dil[0] - p->pad_lo[0];
-                    const int64_t i1 = j[1] * p->stride[1] + k1 * p->dil[1] - p->pad_lo[1];
-                    const int64_t i2 = j[2] * p->stride[2] + k2 * p->dil[2] - p->pad_lo[2];
-                    if (i0 < 0 || i0 >= p->x_size[0] || i1 < 0 || i1 >= p->x_size[1] || i2 < 0 ||
-                        i2 >= p->x_size[2])
-                        continue;
-                    const float *xs = x + p->x_off + at.n * p->x_sn + i0 * p->x_ss[0] +
-                                      i1 * p->x_ss[1] + i2 * p->x_ss[2];
-                    const float *ws = w + p->w_off + co * p->w_so + k0 * p->w_sk[0] +
-                                      k1 * p->w_sk[1] + k2 * p->w_sk[2];
-                    for (int64_t ci = 0; ci < p->cin; ci++) s += xs[ci * p->x_sc] * ws[ci * p->w_si];
-                }
+        for (int64_t ci = 0; ci < p->cin; ci++)
+            for (int64_t k0 = 0; k0 < p->k_size[0]; k0++)
+                for (int64_t k1 = 0; k1 < p->k_size[1]; k1++)
+                    for (int64_t k2 = 0; k2 < p->k_size[2]; k2++) {
+                        const int64_t i0 = j[0] * p->stride[0] + k0 * p->dil[0] - p->pad_lo[0];
+                        const int64_t i1 = j[1] * p->stride[1] + k1 * p->dil[1] - p->pad_lo[1];
+                        const int64_t i2 = j[2] * p->stride[2] + k2 * p->dil[2] - p->pad_lo[2];
+                        const bool in = i0 >= 0 && i0 < p->x_size[0] && i1 >= 0 && i1 < p->x_size[1] &&
+                                        i2 >= 0 && i2 < p->x_size[2];
+                        const float xv = in ? xn[ci * p->x_sc + i0 * p->x_ss[0] + i1 * p->x_ss[1] + i2 * p->x_ss[2]] : 0.0f;
+                        s += xv * w[p->w_off + co * p->w_so + ci * p->w_si + k0 * p->w_sk[0] +
+                                    k1 * p->w_sk[1] + k2 * p->w_sk[2]];
+                    }
         out[c] = s;
     }
 }
