@@ -48,23 +48,44 @@ typedef float WT_FN(wvec) __attribute__((vector_size(WT_VB)));
     } while (0)
 
 /* V of one tile and one direct tap: rows[k] -> the cin values of the tile's input k (or a
- * zero row); V[e] goes to dst + e * estride, one value per channel. */
+ * zero row); V[e] goes to dst + e * estride, one value per channel. Written as a column
+ * pass into registers and a row pass that stores as it goes: with whole arrays of inputs,
+ * temporaries and outputs alive at once the compiler spilled them to the stack. */
 static WT_TARGET void WT_FN(wt_in)(int two_d, const float *const *rows, int64_t cin, float *dst,
                                   int64_t estride)
 {
     typedef WT_FN(wvec) vec;
     enum { VL = (int)(sizeof(vec) / sizeof(float)) };
-    const int E = two_d ? 16 : 4;
     int64_t c = 0;
-    for (; c + VL <= cin; c += VL) {
-        vec d[16], v[16];
-        for (int k = 0; k < E; k++) memcpy(&d[k], rows[k] + c, sizeof(vec));
-        if (two_d)
-            WT_IN2D(vec, d, v);
-        else
+    if (two_d) {
+        for (; c + VL <= cin; c += VL) {
+            vec t[16];
+            for (int j = 0; j < 4; j++) {
+                vec d0, d1, d2, d3;
+                memcpy(&d0, rows[0 + j] + c, sizeof(vec));
+                memcpy(&d1, rows[4 + j] + c, sizeof(vec));
+                memcpy(&d2, rows[8 + j] + c, sizeof(vec));
+                memcpy(&d3, rows[12 + j] + c, sizeof(vec));
+                t[0 + j] = d0 - d2, t[4 + j] = d1 + d2, t[8 + j] = d2 - d1, t[12 + j] = d1 - d3;
+            }
+            for (int i = 0; i < 4; i++) {
+                const vec *r = t + 4 * i;
+                const vec v0 = r[0] - r[2], v1 = r[1] + r[2], v2 = r[2] - r[1], v3 = r[1] - r[3];
+                memcpy(dst + (4 * i + 0) * estride + c, &v0, sizeof(vec));
+                memcpy(dst + (4 * i + 1) * estride + c, &v1, sizeof(vec));
+                memcpy(dst + (4 * i + 2) * estride + c, &v2, sizeof(vec));
+                memcpy(dst + (4 * i + 3) * estride + c, &v3, sizeof(vec));
+            }
+        }
+    } else {
+        for (; c + VL <= cin; c += VL) {
+            vec d[4], v[4];
+            for (int k = 0; k < 4; k++) memcpy(&d[k], rows[k] + c, sizeof(vec));
             WT_IN1D(vec, d, v);
-        for (int k = 0; k < E; k++) memcpy(dst + k * estride + c, &v[k], sizeof(vec));
+            for (int k = 0; k < 4; k++) memcpy(dst + k * estride + c, &v[k], sizeof(vec));
+        }
     }
+    const int E = two_d ? 16 : 4;
     for (; c < cin; c++) {
         float d[16], v[16];
         for (int k = 0; k < E; k++) d[k] = rows[k][c];
@@ -77,16 +98,18 @@ static WT_TARGET void WT_FN(wt_in)(int two_d, const float *const *rows, int64_t 
 }
 
 /* m: the tile's 16 (or 4) products M[e] at m + e * estride, nr channels each (a multiple of
- * the vector length); out: the 2x2 (or 2) outputs Y = A^T M A + bias, A^T = [1 1 1 0; 0 1
- * -1 -1], row-major, nr values each. Returns whether any output is not finite. */
+ * the vector length); out[k]: the first cnt <= nr values of the 2x2 (or 2) outputs Y = A^T
+ * M A + bias, A^T = [1 1 1 0; 0 1 -1 -1], row-major. Returns whether any of them is not
+ * finite. */
 static WT_TARGET bool WT_FN(wt_out)(int two_d, const float *m, int64_t estride,
-                                   const float *bias, int nr, float *out)
+                                   const float *bias, int nr, int cnt, float *const *out)
 {
     typedef WT_FN(wvec) vec;
     typedef int32_t ivec __attribute__((vector_size(WT_VB)));
     enum { VL = (int)(sizeof(vec) / sizeof(float)) };
     ivec bad = (ivec){0};
-    for (int c = 0; c < nr; c += VL) {
+    (void)nr;
+    for (int c = 0; c < cnt; c += VL) {
         vec b, y[4];
         memcpy(&b, bias + c, sizeof b);
         if (two_d) {
@@ -114,10 +137,14 @@ static WT_TARGET bool WT_FN(wt_out)(int two_d, const float *m, int64_t estride,
             y[0] = b + (m0 + m1 + m2);
             y[1] = b + (m1 - m2 - m3);
         }
-        for (int k = 0; k < (two_d ? 4 : 2); k++) {
-            bad |= (ivec)((y[k] - y[k]) != (y[k] - y[k])); /* NaN for Inf and NaN alone */
-            memcpy(out + k * nr + c, &y[k], sizeof(vec));
+        const int n = cnt - c < VL ? cnt - c : VL;
+        if (n < VL) { /* lanes past cnt: zero weights, finite; not stored */
+            for (int k = 0; k < (two_d ? 4 : 2); k++) memcpy(out[k] + c, &y[k], (size_t)n * sizeof(float));
+        } else {
+            for (int k = 0; k < (two_d ? 4 : 2); k++) memcpy(out[k] + c, &y[k], sizeof(vec));
         }
+        for (int k = 0; k < (two_d ? 4 : 2); k++)
+            bad |= (ivec)((y[k] - y[k]) != (y[k] - y[k])); /* NaN for Inf and NaN alone */
     }
     int any = 0;
     for (int l = 0; l < VL; l++) any |= bad[l];
