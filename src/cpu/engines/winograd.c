@@ -183,15 +183,17 @@ static bool wg_supports(const xconv_canon *p, const char **why_not)
 
 static size_t wg_workspace_bytes(const xconv_canon *p) { return wg_geom_of(p).total; }
 
-/* cpu.igemm's cost of the same problem, scaled to the products F(2, 3) leaves, plus the
- * transforms (about two multiply-adds a value) and, without constant weights, the packing. */
+/* cpu.igemm's cost of the same problem per multiply-add (its rate, panel fill and run
+ * length) applied to the products F(2, 3) leaves, slowed like cpu.igemm's by short
+ * reductions, plus the transforms (about two multiply-adds a value) and, without constant
+ * weights, the packing. */
 static double wg_cost(const xconv_canon *p)
 {
     const wg_geom q = wg_geom_of(p);
     if (!q.g) return 1e300;
     const double per_mac = xconv__engine_cpu_igemm.cost(p) / (0.5 * p->flops);
-    const double macs = (double)q.tiles * q.E * (double)q.R * (double)(q.panels * q.nr);
-    const double moved = (double)q.tiles * q.E * ((double)q.R + (double)(q.panels * q.nr));
+    const double macs = (double)q.tiles * q.E * (double)q.R * (double)p->cout * (1.0 + 8.0 / (double)q.R);
+    const double moved = (double)q.tiles * q.E * ((double)q.R + (double)p->cout);
     const double pack = p->constant_weights ? 0.0 : (double)q.u_bytes; /* 4 per value */
     return per_mac * (macs + 2.0 * moved + pack) + 1e4;
 }
