@@ -593,7 +593,8 @@ def _output(shape, name, out, keep):
 
 def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, output_padding=0, groups=1,
          layout="channels_first", transpose=False, dtype=None, out_dtype=None, engine=None,
-         threads=None, out=None, return_engine=False, device="cpu", device_index=0):
+         threads=None, out=None, return_engine=False, device="cpu", device_index=0,
+         allow_tf32=False):
     """Convolution (or, with transpose=True, its adjoint) of numpy arrays.
 
     padding: an int, one int per spatial dim, or one (lo, hi) pair per spatial dim.
@@ -603,6 +604,8 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, output_padding=0, 
     out: an optional array (any strides) to write y into; it is also returned.
     device: "cpu", or "cuda" to run on CUDA device `device_index` (inputs are copied there
     and y back, each as its whole buffer span so that strides are kept).
+    allow_tf32: the plan option: reduced-precision f32 engines may run (cpu.winograd,
+    cuda.f32_bf16x3).
     Returns y, or (y, engine name) with return_engine=True.
     """
     lib = load_library()
@@ -619,7 +622,7 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, output_padding=0, 
         bs = _as_dtype(bias, yname)
         tb = _tensor(bs, yname, keep)
     y, ty = _output(yshape, yname, out, keep)
-    opts = _PlanOptions(engine=engine.encode() if engine else None, allow_tf32=False)
+    opts = _PlanOptions(engine=engine.encode() if engine else None, allow_tf32=bool(allow_tf32))
     chosen = ctypes.c_char_p()
     err = _Error()
     status = _on_device(device, device_index, [tx, tw, tb], ty, lambda: lib.xconv_conv(

@@ -22,6 +22,7 @@ N_RANDOM = 2000
 N_PER_ENGINE = 120
 N_CUDA = 800
 N_TC = 60
+N_WINOGRAD = 150
 
 FLOAT_PAIRS = [("f64", "f64"), ("f32", "f32"), ("f32", "f64"), ("c64", "c64"),
                ("c128", "c128"), ("c64", "c128"), ("f16", "f16"), ("f16", "f32"),
@@ -180,7 +181,7 @@ class Runner:
         self.device = "cpu"
 
     def case(self, rng, p, x_shape, w_shape, cout, in_name, out_name, *, layout,
-             with_bias, full_range=False, engine=None, views=True, label=""):
+             with_bias, full_range=False, engine=None, views=True, label="", tf32=False):
         xconv, torch = self.xconv, self.torch
         x = gen_values(rng, x_shape, in_name, full_range)
         w = gen_values(rng, w_shape, in_name, full_range)
@@ -230,6 +231,8 @@ class Runner:
         if views:
             wl = make_view(rng, wl)
         kw = p.kwargs()
+        if tf32:
+            kw["allow_tf32"] = True
         dtype_arg = in_name if xl.dtype.kind == "f" and in_name in REDUCED[1:] else None
         threads = [None, 1, 2][int(rng.integers(0, 3))]
         out, big, canary = None, None, None
@@ -574,6 +577,38 @@ def check_engines(xconv, runner, rng):
                                                                           len(problems)))
 
 
+def check_winograd(runner, rng, count):
+    """cpu.winograd (opt-in: allow_tf32) on random convs whose inner kernel dims have 3
+    taps at stride 1 and dilation 1 (F(2x2, 3x3), or F(2, 3) on the innermost dim with the
+    others summed directly), f32, both layouts, views, bias; PyTorch's float64 result within
+    the f32 tolerance of sum|x*w| (uniform values)."""
+    ran = 0
+    for i in range(count):
+        d = [1, 2, 2, 3][i % 4]
+        two = d >= 2 and i % 8 != 2  # else dim d-2 is summed directly (any stride/dilation)
+        groups = 1
+        cin, cout = int(rng.integers(1, 40)), int(rng.integers(1, 80))
+        k, s, t, pad = [], [], [], []
+        for j in range(d):
+            inner = j == d - 1 or (two and j == d - 2)
+            k.append(3 if inner else int(rng.integers(1, 4)))
+            s.append(1 if inner else int(rng.integers(1, 3)))
+            t.append(1 if inner else int(rng.integers(1, 3)))
+            pad.append((int(rng.integers(0, 3)), int(rng.integers(0, 3))))
+        x_sp = [int(rng.integers(max(1, t[j] * (k[j] - 1) + 1 - pad[j][0] - pad[j][1]),
+                                 (8 if d == 3 else 15))) for j in range(d)]
+        n = int(rng.integers(1, 3))
+        p = Problem("conv", d, s, t, [a for a, _ in pad], [b for _, b in pad], [0] * d, groups)
+        x_shape = [n, cin] + x_sp
+        w_shape = [cout, cin] + k
+        layout = "channels_last" if i % 2 else "channels_first"
+        r = runner.case(rng, p, x_shape, w_shape, cout, "f32", "f32", layout=layout,
+                        with_bias=i % 3 != 0, engine="cpu.winograd", label="[winograd] ",
+                        tf32=True)
+        ran += r is not None
+    runner.c.ok(ran == count, "cpu.winograd ran every problem", "%d of %d" % (ran, count))
+
+
 def check_special(xconv, runner, c):
     """Hand-made cases: e4m3 saturation, NaN/Inf propagation, N = 0 writes nothing."""
     x = np.array([[[288.0]]], dtype=np.float32)
@@ -724,6 +759,7 @@ def main():
         check_random(runner, np.random.default_rng(SEED + 2), 40)
         xconv.ml_dtypes = saved
     check_engines(xconv, runner, rng)
+    check_winograd(runner, np.random.default_rng(SEED + 5), N_WINOGRAD)
     try:
         check_im2col(xconv, torch, c, rng)
     except AttributeError as e:  # a library without im2col yet
