@@ -279,9 +279,14 @@ typedef struct xconv_plan_options {
      * e.g. "cpu.ref" or "cpu.im2col". A forced engine that does not support the problem is
      * an UNSUPPORTED error that says why. */
     const char *engine;
-    /* Allow TF32 (or other reduced-precision tensor-core math) for f32 problems. On CUDA
-     * this enables cuda.f32_bf16x3: f32 conv as three bf16 tensor-core products per term
-     * (hi/lo splits), about 2^-17 relative error per product (TF32: 2^-11), f32 sums. */
+    /* Allow TF32 (or other reduced-precision math) for f32 problems. On CUDA this enables
+     * cuda.f32_bf16x3: f32 conv as three bf16 tensor-core products per term (hi/lo
+     * splits), about 2^-17 relative error per product (TF32: 2^-11), f32 sums. On the CPU
+     * it enables cpu.winograd: 3-tap stride-1 kernel dims by Winograd's F(2x2, 3x3) or
+     * F(2, 3), f32 throughout, whose rounding error scales with the inputs and weights of
+     * the whole 4x4 window rather than with sum|x*w| (an output whose window holds a large
+     * x that only a zero weight faces can be off by eps times that x); Inf and NaN still
+     * give the direct sums' results. */
     bool allow_tf32;
     /* The weights are constant for the plan's life (inference): w's values at
      * xconv_plan_create are the ones every execute uses. Engines that reorder weights
