@@ -304,6 +304,13 @@ def test_named_problems():
     # The same problems through the reference engine, forced.
     p = random_problem(rng, "conv_transpose", 3, groups=2)
     run_problem("conv_transpose3d --engine cpu.ref", p, extra=["--engine", "cpu.ref"])
+    # cpu.winograd runs only with --allow-tf32 (f32, 3x3 stride 1), and is then within f32
+    # accuracy of the f64 oracle.
+    p = dict(op="conv", x=rng.standard_normal((2, 6, 9, 7)), w=rng.standard_normal((5, 6, 3, 3)),
+             b=rng.standard_normal(5), stride=[1, 1], lo=[1, 0], hi=[1, 2], dil=[1, 1],
+             opad=[0, 0], groups=1)
+    run_problem("conv2d --engine cpu.winograd --allow-tf32", p, "channels_last", np.float32, 1e-4,
+                extra=["--engine", "cpu.winograd", "--allow-tf32"])
 
 
 def test_asymmetric_padding():
@@ -605,6 +612,10 @@ def test_errors():
     if caps and "cpu.depthwise" in caps[0].split():
         expect_error("forced engine unsupported",
                      conv + ["--x", x8, "--w", w8, "--engine", "cpu.depthwise"], 1, "xconv_")
+    if caps and "cpu.winograd" in caps[0].split():
+        expect_error("cpu.winograd without --allow-tf32",
+                     conv + ["--x", x8, "--w", w8, "--dtype", "f32", "--engine", "cpu.winograd"], 1,
+                     "xconv_", ["cpu.winograd", "allow_tf32"])
     missing = os.path.join(TMP, "does_not_exist.npy")
     expect_error("missing file", conv + ["--x", missing, "--w", w8], 1, "read " + missing)
     out_dir_missing = os.path.join(TMP, "no_such_dir", "y.npy")
