@@ -258,6 +258,16 @@ xconv_status xconv__validate_shapes(const xconv_params *params, const int64_t *x
 void xconv__normalize(const xconv_params *params, const xconv_tensor *x, const xconv_tensor *w,
                       const xconv_tensor *bias, const xconv_tensor *y, xconv_canon *canon);
 
+/* A conv whose kernel covers x (no padding, no dilation, one output per image: a vision
+ * transformer's patch projection over patchified x) is a 1x1 conv over the flattened
+ * (channel, tap) values when x and w both hold them at one stride in the same order: both
+ * channels-last (tap-major, channel inner) or both channels-first (channel-major). Returns
+ * p itself otherwise, or the 1x1 problem, written into *view: cin = cin * taps, x_sc =
+ * w_si = 1, and one image whose N positions along dim 2 are the images (x_ss[2] = x_sn,
+ * y_ss[2] = y_sn); op, dtypes, layout, rank and flops kept. Engines that do not merge
+ * kernel taps into one reduction run use it (cpu.amx, cpu.avx512bf16). */
+const xconv_canon *xconv__patch_view(const xconv_canon *p, xconv_canon *view);
+
 /* One tensor descriptor: present, valid dtype, `rank`, non-negative shape, a known device.
  * `what` names it in messages ("x", "w", "bias", "y", "cols"). */
 xconv_status xconv__check_tensor(const xconv_tensor *t, const char *what, int rank,

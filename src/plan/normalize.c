@@ -126,6 +126,41 @@ void xconv__normalize(const xconv_params *p, const xconv_tensor *x, const xconv_
     c->flops = 2.0 * (double)c->n * macs_per_image * (double)xconv__prod3(c->k_size);
 }
 
+const xconv_canon *xconv__patch_view(const xconv_canon *p, xconv_canon *view)
+{
+    if (p->op != XCONV_OP_CONV || p->groups != 1) return p;
+    int64_t taps = 1;
+    for (int d = 0; d < 3; d++) {
+        if (p->k_size[d] != p->x_size[d] || p->y_size[d] != 1 || p->pad_lo[d] || p->pad_hi[d])
+            return p;
+        taps *= p->k_size[d];
+    }
+    if (taps == 1) return p;
+    /* the taps' strides (innermost first) against those of the flattened order */
+    bool cl = p->x_sc == 1 && p->w_si == 1, cf = p->x_sc == taps && p->w_si == taps;
+    int64_t step = cl ? p->cin : 1;
+    for (int d = 2; d >= 0; d--) {
+        if (p->k_size[d] == 1) continue;
+        if (p->x_ss[d] != step || p->w_sk[d] != step) cl = cf = false;
+        step *= p->k_size[d];
+    }
+    if ((!cl && !cf) || p->n < 1) return p;
+    *view = *p;
+    view->cin = view->cin_g = p->cin * taps;
+    view->x_sc = view->w_si = 1;
+    for (int d = 0; d < 3; d++) {
+        view->x_size[d] = view->k_size[d] = view->y_size[d] = 1;
+        view->stride[d] = view->dil[d] = 1;
+        view->x_ss[d] = view->y_ss[d] = view->w_sk[d] = 0;
+    }
+    /* the images as the positions of one: engines block positions within an image */
+    view->n = 1;
+    view->x_size[2] = view->y_size[2] = p->n;
+    view->x_ss[2] = p->x_sn, view->y_ss[2] = p->y_sn;
+    view->x_sn = view->y_sn = 0;
+    return view;
+}
+
 void xconv__describe(const xconv_canon *c, char *buf, size_t size)
 {
     const int d = c->spatial_rank, first = 3 - d;

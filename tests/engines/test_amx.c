@@ -12,7 +12,9 @@
  *     steps (read in place, 1x1 and kxk at stride 1 without padding) and ones that do not
  *     (padded with zeros in the copy), strided, dilated and padded convs in 1, 2 and 3 dims
  *     (stride planes), groups, and conv_transpose with every phase shape (taps per phase
- *     that differ, phases that no tap reaches, padding larger than the kernel);
+ *     that differ, phases that no tap reaches, padding larger than the kernel); patch
+ *     projections (kernel == x's extent), which dense views run as a 1x1 conv over the
+ *     images (xconv__patch_view);
  *   - row mode (few channels: a kernel row's K2 * cin values form one reduction run read
  *     across x's pixels), whose zero weights past the run must not meet an Inf or NaN x;
  *   - both conventions and the dense, dense-innermost-rows and fully strided views;
@@ -65,6 +67,10 @@ static const table_case CASES[] = {
      CV, 2, 1, 128, 34, 2, {5, 4}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, {0}},
     {"conv2d groups 4 padded, 12 channels each",
      CV, 2, 1, 48, 20, 4, {5, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}},
+    {"conv3d patch projection (kernel covers x), 3 channels, 5 images: a 1x1 conv of 96 values",
+     CV, 3, 5, 3, 40, 1, {2, 4, 4}, {2, 4, 4}, {2, 4, 4}, {1, 1, 1}, {0, 0, 0}, {0, 0, 0}, {0}},
+    {"conv2d patch projection, 32 channels, 37 images (blocks past 32 of them)",
+     CV, 2, 37, 32, 33, 1, {3, 3}, {3, 3}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, {0}},
     {"conv_transpose1d stride 3: outputs no tap reaches",
      CT, 1, 2, 6, 17, 1, {7}, {2}, {3}, {1}, {0}, {0}, {2}},
     {"conv_transpose2d k4 s2 p1, 64 channels",

@@ -748,18 +748,40 @@ static void amx_prepack_as(const xconv_canon *p, xconv_context *ctx, const void 
 }
 
 /* The two engines over this code: cpu.amx (tiles) and cpu.avx512bf16 (vectors, bf16). */
+/* Each entry point sees a patch projection as the 1x1 conv it is (xconv__patch_view): one
+ * reduction of cin * taps values per image instead of row mode's padded kernel rows. */
 #define AMX_ENGINE(sym, tag, engine_name, vec)                                                 \
     static bool tag##_supports(const xconv_canon *p, const char **why_not)                     \
     {                                                                                          \
-        return amx_supports_as(p, why_not, vec);                                               \
+        xconv_canon v;                                                                         \
+        return amx_supports_as(xconv__patch_view(p, &v), why_not, vec);                        \
     }                                                                                          \
-    static size_t tag##_workspace_bytes(const xconv_canon *p) { return amx_workspace_bytes_as(p, vec); } \
-    static double tag##_cost(const xconv_canon *p) { return amx_cost_as(p, vec); }             \
-    static xconv_status tag##_run(const xconv_exec *e, xconv_error *err) { return amx_run_as(e, err, vec); } \
-    static size_t tag##_prepack_bytes(const xconv_canon *p) { return amx_prepack_bytes_as(p, vec); } \
+    static size_t tag##_workspace_bytes(const xconv_canon *p)                                  \
+    {                                                                                          \
+        xconv_canon v;                                                                         \
+        return amx_workspace_bytes_as(xconv__patch_view(p, &v), vec);                          \
+    }                                                                                          \
+    static double tag##_cost(const xconv_canon *p)                                             \
+    {                                                                                          \
+        xconv_canon v;                                                                         \
+        return amx_cost_as(xconv__patch_view(p, &v), vec);                                     \
+    }                                                                                          \
+    static xconv_status tag##_run(const xconv_exec *e, xconv_error *err)                       \
+    {                                                                                          \
+        xconv_canon v;                                                                         \
+        xconv_exec ev = *e;                                                                    \
+        ev.p = xconv__patch_view(e->p, &v);                                                    \
+        return amx_run_as(&ev, err, vec);                                                      \
+    }                                                                                          \
+    static size_t tag##_prepack_bytes(const xconv_canon *p)                                    \
+    {                                                                                          \
+        xconv_canon v;                                                                         \
+        return amx_prepack_bytes_as(xconv__patch_view(p, &v), vec);                            \
+    }                                                                                          \
     static void tag##_prepack(const xconv_canon *p, xconv_context *ctx, const void *w, void *packed) \
     {                                                                                          \
-        amx_prepack_as(p, ctx, w, packed, vec);                                                \
+        xconv_canon v;                                                                         \
+        amx_prepack_as(xconv__patch_view(p, &v), ctx, w, packed, vec);                         \
     }                                                                                          \
     const xconv_engine sym = {                                                                 \
         .name = engine_name,                                                                   \
