@@ -8,9 +8,10 @@
  *     whose outer dim is summed directly (strided and dilated, so F(2, 3) along dim 2
  *     alone), 3-D kernels (depth summed directly, strided, dilated and padded), and
  *     reductions long enough to split the tiles into several blocks; both conventions, the
- *     dense, dense-innermost-rows and fully strided views (x gathered), 1, 2 and 3 threads
+ *     dense, dense-innermost-rows and fully strided views, 1, 2 and 3 threads
  *     (the same bits), no byte outside y written; within DESIGN.md §2's test tolerance on
- *     uniform values;
+ *     uniform values; x with strided channels both copied channels-last per chunk of images
+ *     (chunks of one and two images) and gathered per tile;
  *   - exactness: on small-integer values every step of F(2, 3) is exact in f32 (G's halves
  *     included), so the engine must give cpu.ref's bits;
  *   - Inf and NaN in x or w: the outputs they reach must be cpu.ref's (the engine sums such
@@ -22,6 +23,7 @@
  *     weights whose transform would break the workspace budget without them.
  */
 #include "common/engine_check.h"
+#include "cpu/engines/winograd.h"
 
 #include <math.h>
 
@@ -294,6 +296,18 @@ int main(void)
     tu_rng r = {0x3a9f0d2c11e7b845ull};
     check_engine_table(CTX, "cpu.winograd", CASES, NCASES, PAIRS, 1, table_view, TV_NAMES, TV_COUNT, 0,
                        true, &r);
+    /* x with strided channels gathered per tile (its images too large for the copy) */
+    xconv__winograd_copy_bytes = 0;
+    check_engine_table(CTX, "cpu.winograd", CASES, NCASES, PAIRS, 1, table_view, TV_NAMES, TV_COUNT, 1,
+                       true, &r);
+    check_exact();
+    /* chunks of one image, and of two (3 images: a short last chunk) */
+    for (int k = 1; k <= 2; k++) {
+        xconv__winograd_copy_bytes = (size_t)k * 13 * 11 * 130 * 4;
+        check_engine_table(CTX, "cpu.winograd", CASES + 7, 1, PAIRS, 1, table_view, TV_NAMES, TV_COUNT, k,
+                           true, &r);
+    }
+    xconv__winograd_copy_bytes = (size_t)8 << 20;
     check_exact();
     check_nonfinite();
     check_overflow();

@@ -28,6 +28,7 @@
  * budget without constant weights is not supported (cpu.igemm runs it).
  * Assumes: a validated canonical conv on the CPU, f32 x and compute type, groups == 1.
  */
+#include "cpu/engines/winograd.h"
 #include "cpu/engines/igemm.h"
 #include "cpu/isa.h"
 
@@ -55,6 +56,8 @@
 #define WG_MAX_R     16384       /* reduction per product */
 #define WG_MAX_THR   256         /* more threads run static ranges of units */
 
+size_t xconv__winograd_copy_bytes = (size_t)8 << 20;
+
 typedef void (*wg_in_fn)(int two_d, const float *const *rows, int64_t cin, float *dst,
                          int64_t estride);
 typedef bool (*wg_out_fn)(int two_d, const float *m, int64_t estride, const float *bias, int nr,
@@ -72,11 +75,16 @@ typedef struct wg_geom {
     int64_t ty, tx;            /* tiles per output plane along dims 1 and 2 */
     int64_t tiles, tb, blocks, panels;
     int64_t v_es, m_es;        /* floats from one product's V (M) of a block to the next's */
-    bool    gather;            /* x's channels are not dense: each input row is gathered */
+    bool    copy;              /* x's channels are not dense: chunks of images are copied
+                                * channels-last first (the tiles' windows overlap: a gather
+                                * per tile reads each value four times, scalar) */
+    bool    gather;            /* ... or, an image being too large for the copy, each input
+                                * row is gathered per tile */
+    int64_t chunk_n;           /* copy: images per chunk */
     bool    y_direct;          /* f32 y with dense channels: written by memcpy */
     size_t  u_bytes;           /* packed U */
     /* workspace: [U unless prepacked] [bias rows] [zero row] [slots] */
-    size_t  bias_off, zero_off, slots_off, slot_bytes, total;
+    size_t  bias_off, zero_off, xbuf_off, slots_off, slot_bytes, total;
     /* within a slot */
     size_t  s_v, s_m, s_stage, s_out;
 } wg_geom;
@@ -138,7 +146,14 @@ static wg_geom wg_geom_of(const xconv_canon *p)
     q.tb = tb;
     q.blocks = (q.tiles + tb - 1) / tb;
     q.panels = (p->cout + q.nr - 1) / q.nr;
-    q.gather = p->x_sc != 1;
+    const size_t image = (size_t)xconv__prod3(p->x_size) * (size_t)p->cin * 4;
+    q.copy = p->x_sc != 1 && image <= xconv__winograd_copy_bytes;
+    q.gather = p->x_sc != 1 && !q.copy;
+    q.chunk_n = p->n > 0 ? p->n : 1; /* x read in place: one chunk */
+    if (q.copy) {
+        const int64_t fit = (int64_t)(xconv__winograd_copy_bytes / image);
+        q.chunk_n = fit < 1 ? 1 : fit > p->n ? (p->n > 0 ? p->n : 1) : fit;
+    }
     q.y_direct = p->y_dtype == XCONV_DTYPE_F32 && p->y_sc == 1;
     q.u_bytes = al64((size_t)q.panels * (size_t)q.E * (size_t)q.R * (size_t)q.nr * 4);
 
@@ -156,7 +171,8 @@ static wg_geom wg_geom_of(const xconv_canon *p)
     const size_t u = p->prepacked ? 0 : q.u_bytes;
     q.bias_off = u;
     q.zero_off = q.bias_off + al64((size_t)q.panels * (size_t)q.nr * 4);
-    q.slots_off = q.zero_off + al64((size_t)p->cin * 4);
+    q.xbuf_off = q.zero_off + al64((size_t)p->cin * 4);
+    q.slots_off = q.xbuf_off + (q.copy ? al64((size_t)q.chunk_n * image) : 0);
     const int threads = p->threads > 0 ? p->threads : 1;
     q.total = q.slots_off + q.slot_bytes * (size_t)threads;
     return q;
@@ -273,6 +289,11 @@ typedef struct wg_task {
     _Atomic uint64_t *left;
     int               nthreads;
     int64_t           units;
+    /* the images n0 .. n0 + nb - 1 (tiles t_lo .. t_hi - 1) and where their x is read: x
+     * itself, or the channels-last copy (element offsets, f32) */
+    int64_t           n0, nb, t_lo, t_hi;
+    const float      *src;
+    int64_t           src_off, src_sn, src_sc, src_ss[3];
 } wg_task;
 
 /* A tile's place: image, output index along dim 0, first outputs along dims 1 and 2. */
@@ -300,7 +321,6 @@ static void input_rows(const wg_task *t, wg_at at, int64_t dt, const float **row
 {
     const xconv_canon *p = t->e->p;
     const wg_geom *q = t->q;
-    const float *x = t->e->x;
     const int64_t t0 = q->two_d ? dt : dt / p->k_size[1], t1 = q->two_d ? 0 : dt % p->k_size[1];
     const int64_t q0 = at.j0 * p->stride[0] + t0 * p->dil[0] - p->pad_lo[0];
     const int64_t q1 = q->two_d ? at.j1 - p->pad_lo[1] : at.j1 * p->stride[1] + t1 * p->dil[1] - p->pad_lo[1];
@@ -315,14 +335,14 @@ static void input_rows(const wg_task *t, wg_at at, int64_t dt, const float **row
                 rows[k] = t->zero;
                 continue;
             }
-            const float *src = x + p->x_off + at.n * p->x_sn + q0 * p->x_ss[0] + i1 * p->x_ss[1] +
-                               i2 * p->x_ss[2];
+            const float *src = t->src + t->src_off + (at.n - t->n0) * t->src_sn + q0 * t->src_ss[0] +
+                               i1 * t->src_ss[1] + i2 * t->src_ss[2];
             if (!q->gather) {
                 rows[k] = src;
                 continue;
             }
             float *dst = stage + (size_t)k * (size_t)p->cin;
-            for (int64_t c = 0; c < p->cin; c++) dst[c] = src[c * p->x_sc];
+            for (int64_t c = 0; c < p->cin; c++) dst[c] = src[c * t->src_sc];
             rows[k] = dst;
         }
 }
@@ -333,9 +353,9 @@ static void input_rows(const wg_task *t, wg_at at, int64_t dt, const float **row
 static void direct_sums(const wg_task *t, wg_at at, int a, int b, int64_t co0, int cnt, float *out)
 {
     const xconv_canon *p = t->e->p;
-    const float *x = t->e->x, *w = t->e->w;
+    const float *w = t->e->w;
     const int64_t j[3] = {at.j0, at.j1 + a, at.j2 + b};
-    const float *xn = x + p->x_off + at.n * p->x_sn;
+    const float *xn = t->src + t->src_off + (at.n - t->n0) * t->src_sn;
     for (int c = 0; c < cnt; c++) {
         const int64_t co = co0 + c;
         float s = t->bias[co];
@@ -348,11 +368,31 @@ static void direct_sums(const wg_task *t, wg_at at, int a, int b, int64_t co0, i
                         const int64_t i2 = j[2] * p->stride[2] + k2 * p->dil[2] - p->pad_lo[2];
                         const bool in = i0 >= 0 && i0 < p->x_size[0] && i1 >= 0 && i1 < p->x_size[1] &&
                                         i2 >= 0 && i2 < p->x_size[2];
-                        const float xv = in ? xn[ci * p->x_sc + i0 * p->x_ss[0] + i1 * p->x_ss[1] + i2 * p->x_ss[2]] : 0.0f;
+                        const float xv = in ? xn[ci * t->src_sc + i0 * t->src_ss[0] + i1 * t->src_ss[1] +
+                                                 i2 * t->src_ss[2]]
+                                            : 0.0f;
                         s += xv * w[p->w_off + co * p->w_so + ci * p->w_si + k0 * p->w_sk[0] +
                                     k1 * p->w_sk[1] + k2 * p->w_sk[2]];
                     }
         out[c] = s;
+    }
+}
+
+/* The channels-last copy of rows [begin, end) (row = (image in the chunk, q0, q1)): channel
+ * by channel, so that x is read along its rows. */
+static void copy_range(void *arg, int64_t begin, int64_t end)
+{
+    const wg_task *t = arg;
+    const xconv_canon *p = t->e->p;
+    const float *x = t->e->x;
+    float *buf = (float *)((char *)t->e->workspace + t->q->xbuf_off);
+    const int64_t X0 = p->x_size[0], X1 = p->x_size[1], X2 = p->x_size[2], C = p->cin;
+    for (int64_t r = begin; r < end; r++) {
+        const int64_t q1 = r % X1, q0 = r / X1 % X0, nl = r / (X1 * X0);
+        const float *src = x + p->x_off + (t->n0 + nl) * p->x_sn + q0 * p->x_ss[0] + q1 * p->x_ss[1];
+        float *dst = buf + (size_t)r * (size_t)(X2 * C);
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t q2 = 0; q2 < X2; q2++) dst[q2 * C + c] = src[c * p->x_sc + q2 * p->x_ss[2]];
     }
 }
 
@@ -374,7 +414,7 @@ static void unit_range(void *arg, int64_t begin, int64_t end, int slot)
         int64_t u = unit++;
         if (t->left ? !xconv__take_unit(t->left, t->nthreads, slot, &u) : u >= end) break;
         const int64_t blk = u / q->panels, panel = u % q->panels;
-        const int64_t t0 = blk * q->tb, cnt_t = q->tiles - t0 < q->tb ? q->tiles - t0 : q->tb;
+        const int64_t t0 = t->t_lo + blk * q->tb, cnt_t = t->t_hi - t0 < q->tb ? t->t_hi - t0 : q->tb;
         if (blk != have) {
             for (int64_t ti = 0; ti < cnt_t; ti++) {
                 const wg_at at = tile_at(p, q, t0 + ti);
@@ -456,12 +496,27 @@ static xconv_status wg_run(const xconv_exec *e, xconv_error *err)
     memset(ws + q.zero_off, 0, (size_t)p->cin * 4);
 
     wg_task t = {.e = e, .q = &q, .u = u, .bias = bias, .zero = (const float *)(ws + q.zero_off)};
-    t.units = q.blocks * q.panels;
     _Alignas(64) _Atomic uint64_t left[WG_MAX_THR * XCONV_UNITS_STRIDE];
     t.nthreads = xconv_context_threads(e->ctx);
-    t.left = t.units >= INT32_MAX || t.nthreads > WG_MAX_THR ? NULL : left;
-    if (t.left) xconv__units_init(left, t.nthreads, t.units);
-    xconv__parallel_for_slot(e->ctx, t.left ? t.nthreads : t.units, unit_range, &t);
+    const int64_t per_image = q.tiles / p->n;
+    for (int64_t n0 = 0; n0 < p->n; n0 += q.chunk_n) {
+        t.n0 = n0;
+        t.nb = p->n - n0 < q.chunk_n ? p->n - n0 : q.chunk_n;
+        t.t_lo = n0 * per_image, t.t_hi = (n0 + t.nb) * per_image;
+        if (q.copy) {
+            xconv__parallel_for(e->ctx, t.nb * p->x_size[0] * p->x_size[1], copy_range, &t);
+            t.src = (const float *)(ws + q.xbuf_off), t.src_off = 0, t.src_sc = 1;
+            t.src_ss[2] = p->cin, t.src_ss[1] = p->x_size[2] * p->cin, t.src_ss[0] = p->x_size[1] * t.src_ss[1];
+            t.src_sn = p->x_size[0] * t.src_ss[0];
+        } else {
+            t.src = e->x, t.src_off = p->x_off, t.src_sn = p->x_sn, t.src_sc = p->x_sc;
+            for (int d = 0; d < 3; d++) t.src_ss[d] = p->x_ss[d];
+        }
+        t.units = (t.t_hi - t.t_lo + q.tb - 1) / q.tb * q.panels;
+        t.left = t.units >= INT32_MAX || t.nthreads > WG_MAX_THR ? NULL : left;
+        if (t.left) xconv__units_init(left, t.nthreads, t.units);
+        xconv__parallel_for_slot(e->ctx, t.left ? t.nthreads : t.units, unit_range, &t);
+    }
     (void)err;
     return XCONV_STATUS_OK;
 }
