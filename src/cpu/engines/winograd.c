@@ -18,6 +18,12 @@
  * adds that x's rounding). The engine runs only when the caller allows reduced-precision
  * f32 math (allow_tf32), as cuda.f32_bf16x3 does. Infinities and NaN keep the direct sums'
  * IEEE results: a tile whose outputs are not all finite is summed again directly.
+ * Why F(2, 3) and not F(4, 3) (36 products per 4x4 outputs, 1.8x fewer): in F(2, 3) each
+ * output's products hold only the inputs of its own window (B^T's first three rows read d0..d2
+ * and its last three d1..d3; A^T's rows read exactly those), so an output whose window is
+ * all zero padding is exact and the rounding scales with its own window. F(4, 3)'s outputs
+ * mix in inputs outside their windows that cancel only in exact arithmetic: tried, it put
+ * 1e-8 where cpu.ref's padding-only outputs are 0, outside test_winograd's tolerance.
  *
  * Work units are (block of tiles, panel of nr output channels), block-major: a thread keeps
  * its block's V across the panels it runs, computes the block's 16 GEMMs per panel into M
