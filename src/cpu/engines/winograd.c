@@ -196,9 +196,14 @@ static bool wg_supports(const xconv_canon *p, const char **why_not)
     const wg_geom q = wg_geom_of(p);
     if (!q.g) return *why_not = "no f32 microkernel", false;
     if (q.R > WG_MAX_R) return *why_not = "cpu.winograd takes reductions of at most 16384 values", false;
-    if (!p->prepacked && !p->constant_weights && (double)q.total > xconv__igemm_budget(p))
-        return *why_not = "cpu.winograd's transformed weights would break the workspace budget "
-                          "(plan with constant_weights)",
+    /* U is counted unless it will be packed at plan creation (then total leaves it out) */
+    const double budget = xconv__igemm_budget(p);
+    const double u = !p->prepacked && p->constant_weights ? (double)q.u_bytes : 0.0;
+    if ((double)q.total - u > budget)
+        return *why_not = p->constant_weights || p->prepacked
+                              ? "cpu.winograd's per-thread blocks would break the workspace budget"
+                              : "cpu.winograd's transformed weights would break the workspace budget "
+                                "(plan with constant_weights)",
                false;
     return true;
 }
