@@ -98,6 +98,24 @@ static int64_t even_step(const int64_t size[4], const int64_t s[4])
     return step;
 }
 
+/* The workspace of q (lazy or not) with room for `slots` threads' scratch. */
+static void ig_layout(ig_geom *q, const xconv_canon *p, size_t img_bytes, size_t slots)
+{
+    q->bp = p->prepacked || q->lazy ? 0 : q->blob;
+    q->zero = q->bp + xconv__align64(q->row_bytes * (size_t)(p->groups * q->panels));
+    q->xbuf = q->zero + xconv__align64(q->a_es * (size_t)q->len);
+    q->slots = q->xbuf + (q->copy ? xconv__align64(img_bytes * (size_t)q->chunk_n) : 0);
+    /* per thread: the C tiles, then (VNNI transpose) an init row per tile and one spare,
+     * then (lazy) one panel of packed weights */
+    q->slot_bytes = ptr_bytes(q) + xconv__align64((size_t)(q->group * q->g->mr) * q->row_bytes) +
+                    (q->vnni && p->op == XCONV_OP_CONV_TRANSPOSE ? xconv__align64((size_t)(q->group + 1) * q->row_bytes) : 0);
+    q->ablk_off = q->slot_bytes; /* plain_x: a block of shifted x rows */
+    if (q->plain_x) q->slot_bytes += xconv__align64((size_t)(q->group * q->g->mr * q->cin_r));
+    q->panel_off = q->slot_bytes;
+    if (q->lazy) q->slot_bytes += q->panel_bytes;
+    q->total = q->slots + q->slot_bytes * slots;
+}
+
 static ig_geom ig_geom_of(const xconv_canon *p)
 {
     ig_geom q;
@@ -222,25 +240,30 @@ static ig_geom ig_geom_of(const xconv_canon *p)
     if (q.skip) q.blob += 64;
     const size_t threads = (size_t)(p->threads > 0 ? p->threads : 1);
     q.panel_bytes = xconv__align64(q.b_row * (size_t)(xconv__prod3(p->k_size) * q.cin_r));
-    for (int pass = 0; pass < 2; pass++) {
-        q.bp = p->prepacked || q.lazy ? 0 : q.blob;
-        q.zero = q.bp + xconv__align64(q.row_bytes * (size_t)(p->groups * q.panels));
-        q.xbuf = q.zero + xconv__align64(q.a_es * (size_t)q.len);
-        q.slots = q.xbuf + (q.copy ? xconv__align64(img_bytes * (size_t)q.chunk_n) : 0);
-        /* per thread: the C tiles, then (VNNI transpose) an init row per tile and one spare,
-         * then (lazy) one panel of packed weights */
-        q.slot_bytes = ptr_bytes(&q) + xconv__align64((size_t)(q.group * q.g->mr) * q.row_bytes) +
-                       (q.vnni && tr ? xconv__align64((size_t)(q.group + 1) * q.row_bytes) : 0);
-        q.ablk_off = q.slot_bytes; /* plain_x: a block of shifted x rows */
-        if (q.plain_x) q.slot_bytes += xconv__align64((size_t)(q.group * q.g->mr * q.cin_r));
-        q.panel_off = q.slot_bytes;
-        if (q.lazy) q.slot_bytes += q.panel_bytes;
-        q.total = q.slots + q.slot_bytes * threads;
-        /* VNNI's weights are bytes and its corrections need every panel: never lazy */
-        if (pass || p->prepacked || q.vnni || q.lazy || (double)q.total <= xconv__igemm_budget(p) ||
-            q.panel_bytes * threads >= q.blob)
-            break;
-        q.lazy = true;
+    const double budget = xconv__igemm_budget(p);
+    ig_layout(&q, p, img_bytes, threads);
+    /* VNNI's weights are bytes and its corrections need every panel: never lazy. Otherwise,
+     * when all the packed weights break the budget, each thread packs the panel it works on
+     * (lazy), unless that takes more than all of them. And when the threads' scratch breaks
+     * it still (many threads, large panels), only as many threads run as have room. */
+    if (!p->prepacked && !q.vnni && (double)q.total > budget) {
+        ig_geom lz = q;
+        lz.lazy = true;
+        ig_layout(&lz, p, img_bytes, threads);
+        if (q.panel_bytes * threads < q.blob || (double)lz.total <= budget) {
+            q = lz;
+        } else { /* all threads' panels take more than the blob: fewer runners, lazily */
+            const double room = (budget - (double)lz.slots) / (double)lz.slot_bytes;
+            const int64_t fit = room < 1.0 ? 1 : room >= (double)threads ? (int64_t)threads : (int64_t)room;
+            ig_layout(&lz, p, img_bytes, (size_t)fit);
+            lz.runners = fit < (int64_t)threads ? fit : 0;
+            if (lz.total < q.total) q = lz;
+        }
+    }
+    if ((double)q.total > budget && threads > 1 && !q.runners) {
+        const double room = (budget - (double)q.slots) / (double)q.slot_bytes;
+        const int64_t fit = room < 1.0 ? 1 : room >= (double)threads ? (int64_t)threads : (int64_t)room;
+        if (fit < (int64_t)threads) ig_layout(&q, p, img_bytes, (size_t)fit), q.runners = fit;
     }
     if (q.lazy) q.skip = false; /* panels packed apart: no flag over all the weights */
     return q;
@@ -773,6 +796,17 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
 }
 
 
+/* Fewer runners than threads (q->runners): runner i takes units [units * i / runners,
+ * units * (i + 1) / runners) in slot i (a thread's own index may exceed the slots sized). */
+static void runner_range(void *arg, int64_t begin, int64_t end, int slot)
+{
+    const ig_task *t = arg;
+    const int64_t runners = t->q->runners;
+    (void)slot;
+    for (int64_t i = begin; i < end; i++)
+        gemm_range(arg, t->units * i / runners, t->units * (i + 1) / runners, (int)i);
+}
+
 static xconv_status ig_run(const xconv_exec *e, xconv_error *err)
 {
     const xconv_canon *p = e->p;
@@ -836,9 +870,12 @@ static xconv_status ig_run(const xconv_exec *e, xconv_error *err)
          * Lazy packing keeps static ranges only, so that a thread's units share panels. */
         _Alignas(64) _Atomic uint64_t left[IG_MAX_THREADS * XCONV_UNITS_STRIDE];
         t.nthreads = xconv_context_threads(e->ctx);
-        t.left = q.lazy || t.units >= INT32_MAX || t.nthreads > IG_MAX_THREADS ? NULL : left;
+        t.left = q.lazy || q.runners || t.units >= INT32_MAX || t.nthreads > IG_MAX_THREADS ? NULL : left;
         if (t.left) xconv__units_init(left, t.nthreads, t.units);
-        xconv__parallel_for_slot(e->ctx, t.left ? t.nthreads : t.units, gemm_range, &t);
+        if (q.runners > 0 && q.runners < t.nthreads)
+            xconv__parallel_for_slot(e->ctx, q.runners, runner_range, &t);
+        else
+            xconv__parallel_for_slot(e->ctx, t.left ? t.nthreads : t.units, gemm_range, &t);
     }
     (void)err;
     return XCONV_STATUS_OK;

@@ -52,6 +52,10 @@ typedef struct ig_geom {
      * panel it works on into its own slot (at panel_off) when it gets there */
     bool    lazy;
     size_t  panel_bytes, panel_off;
+    /* threads that run units (0: all); fewer when all threads' scratch (slots, and lazy
+     * panels) would break the budget: each runner then takes a static range of units in a
+     * slot of its own */
+    int64_t runners;
     /* workspace offsets */
     size_t  bp, zero, xbuf, slots, slot_bytes, total, ablk_off;
 } ig_geom;
