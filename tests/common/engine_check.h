@@ -208,6 +208,37 @@ typedef struct table_case {
     int64_t x[3], k[3], s[3], t[3], lo[3], hi[3], opad[3];
 } table_case;
 
+/* A table case as dense tensors of one layout: x, w, bias and two y buffers (the engine's and
+ * cpu.ref's), canary-filled. */
+typedef struct dense_problem {
+    tu_problem   p;
+    xconv_tensor x, w, b, y, yr;
+} dense_problem;
+
+static inline dense_problem dense_of_case(const table_case *c, xconv_layout L, xconv_dtype xdt,
+                                          xconv_dtype ydt, bool bias)
+{
+    dense_problem d;
+    memset(&d, 0, sizeof d);
+    CASE_GEOMETRY(&d.p, c);
+    d.p.layout = L, d.p.xdt = xdt, d.p.ydt = ydt, d.p.has_bias = bias;
+    tu_problem_finish(&d.p);
+    int64_t xs[XCONV_MAX_RANK], ws[XCONV_MAX_RANK], bs[1], ys[XCONV_MAX_RANK];
+    tu_shapes(&d.p, xs, ws, bs, ys);
+    const int rank = d.p.d + 2;
+    d.x = make_view(xdt, rank, xs, V_DENSE, 0, false);
+    d.w = make_view(xdt, rank, ws, V_DENSE, 0, false);
+    d.b = make_view(ydt, 1, bs, V_DENSE, 0, false);
+    d.y = make_view(ydt, rank, ys, V_DENSE, 0, true);
+    d.yr = make_view(ydt, rank, ys, V_DENSE, 0, true);
+    return d;
+}
+
+static inline void dense_free(dense_problem *d)
+{
+    free(d->x.data), free(d->w.data), free(d->b.data), free(d->y.data), free(d->yr.data);
+}
+
 /* The views of check_engine_threads' problems: dense; the innermost dim dense (channels-last
  * activations keep dense channels) with the outer dims padded and those in `flip` walked
  * backwards; every dim padded, those in `flip` backwards. A test may add views after these

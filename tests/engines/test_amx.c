@@ -97,33 +97,9 @@ static const xconv_dtype PAIRS[][2] = {
 #define NPAIRS ((int)(sizeof PAIRS / sizeof PAIRS[0]))
 #define NFLOAT_PAIRS 6 /* PAIRS' float ones, first: what cpu.avx512bf16 serves */
 
-/* A table case as dense tensors: x, w, bias and two y buffers (canary-filled). */
-typedef struct dense_problem {
-    tu_problem   p;
-    xconv_tensor x, w, b, y, yr;
-} dense_problem;
-
 static dense_problem dense_of(int ci, xconv_layout L, xconv_dtype xdt, xconv_dtype ydt, bool bias)
 {
-    dense_problem d;
-    memset(&d, 0, sizeof d);
-    CASE_GEOMETRY(&d.p, &CASES[ci]);
-    d.p.layout = L, d.p.xdt = xdt, d.p.ydt = ydt, d.p.has_bias = bias;
-    tu_problem_finish(&d.p);
-    int64_t xs[XCONV_MAX_RANK], ws[XCONV_MAX_RANK], bs[1], ys[XCONV_MAX_RANK];
-    tu_shapes(&d.p, xs, ws, bs, ys);
-    const int rank = d.p.d + 2;
-    d.x = make_view(xdt, rank, xs, V_DENSE, 0, false);
-    d.w = make_view(xdt, rank, ws, V_DENSE, 0, false);
-    d.b = make_view(ydt, 1, bs, V_DENSE, 0, false);
-    d.y = make_view(ydt, rank, ys, V_DENSE, 0, true);
-    d.yr = make_view(ydt, rank, ys, V_DENSE, 0, true);
-    return d;
-}
-
-static void dense_free(dense_problem *d)
-{
-    free(d->x.data), free(d->w.data), free(d->b.data), free(d->y.data), free(d->yr.data);
+    return dense_of_case(&CASES[ci], L, xdt, ydt, bias);
 }
 
 /* The engine (2 threads) against cpu.ref on d's values: within the tolerance, Inf and NaN

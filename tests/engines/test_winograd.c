@@ -67,34 +67,12 @@ static const table_case CASES[] = {
 
 static const xconv_dtype PAIRS[][2] = {{XCONV_DTYPE_F32, XCONV_DTYPE_F32}};
 
-/* A dense channels-last (or first) problem of case ci with canary-filled y buffers. */
-typedef struct dense_problem {
-    tu_problem   p;
-    xconv_tensor x, w, b, y, yr;
-} dense_problem;
-
+/* A dense f32 problem of case c, plans allowing reduced-precision f32 math. */
 static dense_problem dense_of(const table_case *c, xconv_layout L, bool bias)
 {
-    dense_problem d;
-    memset(&d, 0, sizeof d);
-    CASE_GEOMETRY(&d.p, c);
-    d.p.layout = L, d.p.xdt = XCONV_DTYPE_F32, d.p.ydt = XCONV_DTYPE_F32, d.p.has_bias = bias;
+    dense_problem d = dense_of_case(c, L, XCONV_DTYPE_F32, XCONV_DTYPE_F32, bias);
     d.p.allow_tf32 = true;
-    tu_problem_finish(&d.p);
-    int64_t xs[XCONV_MAX_RANK], ws[XCONV_MAX_RANK], bs[1], ys[XCONV_MAX_RANK];
-    tu_shapes(&d.p, xs, ws, bs, ys);
-    const int rank = d.p.d + 2;
-    d.x = make_view(XCONV_DTYPE_F32, rank, xs, V_DENSE, 0, false);
-    d.w = make_view(XCONV_DTYPE_F32, rank, ws, V_DENSE, 0, false);
-    d.b = make_view(XCONV_DTYPE_F32, 1, bs, V_DENSE, 0, false);
-    d.y = make_view(XCONV_DTYPE_F32, rank, ys, V_DENSE, 0, true);
-    d.yr = make_view(XCONV_DTYPE_F32, rank, ys, V_DENSE, 0, true);
     return d;
-}
-
-static void dense_free(dense_problem *d)
-{
-    free(d->x.data), free(d->w.data), free(d->b.data), free(d->y.data), free(d->yr.data);
 }
 
 static void fill_small(xconv_tensor *t, tu_rng *r)
