@@ -3,8 +3,8 @@
  * run the ordinary way:
  *
  *   - cpu.igemm packs the weights once at creation: xconv_plan_weights_bytes > 0, a workspace
- *     smaller than the same plan's without the option (or both within the workspace budget,
- *     which may hold the plain plan to fewer threads), and every execute (w argument NULL,
+ *     smaller than the same plan's without the option (with the floor at 0, below: or both
+ *     within the budget, which may hold the plain plan to fewer threads), and every execute (w argument NULL,
  *     then a pointer to other values, which must not be read) equals cpu.ref bit for bit
  *     (integers: random bits, wrapping; floats and complex: small integers, exact sums);
  *   - random problems of both ops, ranks 1-3, both layouts, groups, padding, dilation,
@@ -144,14 +144,15 @@ static void test_random(uint64_t seed, const char *engine, const xconv_dtype (*p
             XT_CHECK(st == XCONV_STATUS_OK && memcmp(y.data, yr.data, y.buffer_bytes) == 0,
                      "%s: plain plan (threads %d): %s", what, 1 + trial % 3,
                      st ? err.description : "y differs from cpu.ref");
-            /* the budget: max(the floor, 10% of x + w + y); a plain plan held to it may run on
-             * fewer threads than the constant one and so need less */
+            /* with the floor at 0 the budget is 10% of x + w + y, and a plain plan held to it
+             * may run on fewer threads than the constant one and so need less; with the
+             * default floor the constant plan must always need less */
             double budget = 0.1 * ((double)tu_numel(x.rank, x.shape) * (double)xconv_dtype_size(x.dtype) +
                                    (double)tu_numel(w.rank, w.shape) * (double)xconv_dtype_size(w.dtype) +
                                    (double)tu_numel(y.rank, y.shape) * (double)xconv_dtype_size(y.dtype));
-            if (budget < (double)xconv__igemm_budget_floor) budget = (double)xconv__igemm_budget_floor;
             const size_t wsc = xconv_plan_workspace_size(pc), wsp = xconv_plan_workspace_size(pp);
-            XT_CHECK((amx ? wsc <= wsp : wsc < wsp) || ((double)wsc <= budget && (double)wsp <= budget),
+            const bool squeezed = xconv__igemm_budget_floor == 0 && (double)wsc <= budget && (double)wsp <= budget;
+            XT_CHECK((amx ? wsc <= wsp : wsc < wsp) || squeezed,
                      "%s [%s]: workspace %zu with constant weights, %zu without (budget %.0f)", what,
                      engine, wsc, wsp, budget);
             /* w argument NULL, then other values that must not be read, then new x */

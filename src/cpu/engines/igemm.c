@@ -116,6 +116,13 @@ static void ig_layout(ig_geom *q, const xconv_canon *p, size_t img_bytes, size_t
     q->total = q->slots + q->slot_bytes * slots;
 }
 
+/* How many threads' slots (at least 1, at most threads) fit the budget beside q's shared part. */
+static int64_t runners_fit(const ig_geom *q, double budget, size_t threads)
+{
+    const double room = (budget - (double)q->slots) / (double)q->slot_bytes;
+    return room < 1.0 ? 1 : room >= (double)threads ? (int64_t)threads : (int64_t)room;
+}
+
 static ig_geom ig_geom_of(const xconv_canon *p)
 {
     ig_geom q;
@@ -253,16 +260,14 @@ static ig_geom ig_geom_of(const xconv_canon *p)
         if (q.panel_bytes * threads < q.blob || (double)lz.total <= budget) {
             q = lz;
         } else { /* all threads' panels take more than the blob: fewer runners, lazily */
-            const double room = (budget - (double)lz.slots) / (double)lz.slot_bytes;
-            const int64_t fit = room < 1.0 ? 1 : room >= (double)threads ? (int64_t)threads : (int64_t)room;
+            const int64_t fit = runners_fit(&lz, budget, threads);
             ig_layout(&lz, p, img_bytes, (size_t)fit);
             lz.runners = fit < (int64_t)threads ? fit : 0;
             if (lz.total < q.total) q = lz;
         }
     }
     if ((double)q.total > budget && threads > 1 && !q.runners) {
-        const double room = (budget - (double)q.slots) / (double)q.slot_bytes;
-        const int64_t fit = room < 1.0 ? 1 : room >= (double)threads ? (int64_t)threads : (int64_t)room;
+        const int64_t fit = runners_fit(&q, budget, threads);
         if (fit < (int64_t)threads) ig_layout(&q, p, img_bytes, (size_t)fit), q.runners = fit;
     }
     if (q.lazy) q.skip = false; /* panels packed apart: no flag over all the weights */

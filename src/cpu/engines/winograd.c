@@ -79,7 +79,7 @@ typedef struct wg_geom {
     int64_t nd;                /* direct taps: k0, times k1 when dim 1 is direct */
     int64_t R;                 /* reduction per product: nd * cin */
     int64_t ty, tx;            /* tiles per output plane along dims 1 and 2 */
-    int64_t tiles, tb, blocks, panels;
+    int64_t tiles, tb, panels;
     int64_t v_es, m_es;        /* floats from one product's V (M) of a block to the next's */
     bool    copy;              /* x's channels are not dense: chunks of images are copied
                                 * channels-last first (the tiles' windows overlap: a gather
@@ -89,13 +89,11 @@ typedef struct wg_geom {
     int64_t chunk_n;           /* copy: images per chunk */
     bool    y_direct;          /* f32 y with dense channels: written by memcpy */
     size_t  u_bytes;           /* packed U */
-    /* workspace: [U unless prepacked] [bias rows] [zero row] [slots] */
+    /* workspace: [U unless prepacked] [bias rows] [zero row] [copy of x] [slots] */
     size_t  bias_off, zero_off, xbuf_off, slots_off, slot_bytes, total;
     /* within a slot */
     size_t  s_v, s_m, s_stage, s_out;
 } wg_geom;
-
-static size_t al64(size_t v) { return (v + 63) & ~(size_t)63; }
 
 static void pick_transforms(wg_geom *q)
 {
@@ -150,7 +148,6 @@ static wg_geom wg_geom_of(const xconv_canon *p)
     if (tb < mr) tb = mr;
     if (tb > q.tiles) tb = q.tiles;
     q.tb = tb;
-    q.blocks = (q.tiles + tb - 1) / tb;
     q.panels = (p->cout + q.nr - 1) / q.nr;
     const size_t image = (size_t)xconv__prod3(p->x_size) * (size_t)p->cin * 4;
     q.copy = p->x_sc != 1 && image <= xconv__winograd_copy_bytes;
@@ -161,7 +158,7 @@ static wg_geom wg_geom_of(const xconv_canon *p)
         q.chunk_n = fit < 1 ? 1 : fit > p->n ? (p->n > 0 ? p->n : 1) : fit;
     }
     q.y_direct = p->y_dtype == XCONV_DTYPE_F32 && p->y_sc == 1;
-    q.u_bytes = al64((size_t)q.panels * (size_t)q.E * (size_t)q.R * (size_t)q.nr * 4);
+    q.u_bytes = xconv__align64((size_t)q.panels * (size_t)q.E * (size_t)q.R * (size_t)q.nr * 4);
 
     /* one cache line more than the block's rows: V's 16 rows that a tile's transform writes
      * (and M's that its output transform reads) would otherwise often lie a multiple of 4
@@ -170,15 +167,15 @@ static wg_geom wg_geom_of(const xconv_canon *p)
     q.v_es = tb * q.R + 16;
     q.m_es = tb * q.nr + 16;
     q.s_v = 0;
-    q.s_m = q.s_v + al64((size_t)q.E * (size_t)q.v_es * 4);
-    q.s_stage = q.s_m + al64((size_t)q.E * (size_t)q.m_es * 4);
-    q.s_out = q.s_stage + (q.gather ? al64((size_t)q.E * (size_t)p->cin * 4) : 0);
-    q.slot_bytes = q.s_out + al64(4 * (size_t)q.nr * 4);
+    q.s_m = q.s_v + xconv__align64((size_t)q.E * (size_t)q.v_es * 4);
+    q.s_stage = q.s_m + xconv__align64((size_t)q.E * (size_t)q.m_es * 4);
+    q.s_out = q.s_stage + (q.gather ? xconv__align64((size_t)q.E * (size_t)p->cin * 4) : 0);
+    q.slot_bytes = q.s_out + xconv__align64(4 * (size_t)q.nr * 4);
     const size_t u = p->prepacked ? 0 : q.u_bytes;
     q.bias_off = u;
-    q.zero_off = q.bias_off + al64((size_t)q.panels * (size_t)q.nr * 4);
-    q.xbuf_off = q.zero_off + al64((size_t)p->cin * 4);
-    q.slots_off = q.xbuf_off + (q.copy ? al64((size_t)q.chunk_n * image) : 0);
+    q.zero_off = q.bias_off + xconv__align64((size_t)q.panels * (size_t)q.nr * 4);
+    q.xbuf_off = q.zero_off + xconv__align64((size_t)p->cin * 4);
+    q.slots_off = q.xbuf_off + (q.copy ? xconv__align64((size_t)q.chunk_n * image) : 0);
     const int threads = p->threads > 0 ? p->threads : 1;
     q.total = q.slots_off + q.slot_bytes * (size_t)threads;
     return q;
