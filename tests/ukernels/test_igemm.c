@@ -8,7 +8,9 @@
  * bits of the same call over all mr rows (short tiles run bodies of fewer rows, and a
  * position's sum must not depend on the tile it falls in). The VNNI byte kernels also run
  * through kernel_y, which stores the sums' low 1, 2 or 4 bytes into y rows and leaves c (its
- * accumulate input) as it was, and kernel_gemm, which runs any number of rows at even steps.
+ * accumulate input) as it was, and kernel_gemm, which runs any number of rows at even steps;
+ * every other variant's kernel_gemm runs such rows into y of the compute type, against the
+ * same triple loop.
  */
 #include "cpu/ukernels/igemm.h"
 #include "harness.h"
@@ -298,6 +300,106 @@ static void run_vnni_gemm_case(const xconv_igemm_geom *g, bool a_unsigned, int64
     free(abuf), free(bbuf), free(ybuf);
 }
 
+/* kernel_gemm of the compute-type variants: mt rows of A at a row step (a gap of canary
+ * values past len), one panel (split planes if complex), init or zeros, and y rows of the
+ * compute type at a row step (canaries past n and in the gap); oracle: the triple loop in
+ * double / u64, as run_case. */
+static void run_gemm_case(const xconv_igemm_geom *g, int64_t mt, int n, int64_t len, bool with_init)
+{
+    const xconv_ctype ct = g->ct;
+    const size_t cs = xconv__ctype_size(ct), half = cs / 2;
+    const bool is_int = ct == XCONV_CT_U32 || ct == XCONV_CT_U64, cplx = g->ncomp == 2;
+    const int nr = g->nr;
+    const int64_t lda = len + 3, ldy = nr + 5; /* in values */
+    char *abuf = malloc(cs * (size_t)(mt * lda)), *bbuf = malloc(cs * (size_t)(len * nr));
+    char *init = malloc(cs * (size_t)nr), *ybuf = malloc(cs * (size_t)(mt * ldy));
+    double *are = calloc((size_t)(mt * len), sizeof(double)), *aim = calloc((size_t)(mt * len), sizeof(double));
+    double *bre = calloc((size_t)(len * nr), sizeof(double)), *bim = calloc((size_t)(len * nr), sizeof(double));
+    uint64_t *au = calloc((size_t)(mt * len), sizeof(uint64_t)), *bu = calloc((size_t)(len * nr), sizeof(uint64_t));
+    double ire[64] = {0}, iim[64] = {0};
+    uint64_t iu[64] = {0};
+    memset(abuf, 0x7f, cs * (size_t)(mt * lda)); /* the gaps: large values that must not be read */
+    for (int64_t i = 0; i < mt; i++)
+        for (int64_t l = 0; l < len; l++) {
+            const int64_t k = i * len + l;
+            au[k] = rnd();
+            are[k] = (double)(int)(rnd() % 17) - 8.0 + 0.25;
+            aim[k] = (double)(int)(rnd() % 13) - 6.0;
+            put_val(ct, abuf + (size_t)(i * lda + l) * cs, au[k], are[k], aim[k]);
+        }
+    for (int64_t l = 0; l < len; l++)
+        for (int j = 0; j < nr; j++) {
+            const int64_t k = l * nr + j;
+            const bool live = j < n;
+            bu[k] = live ? rnd() : 0;
+            bre[k] = live ? (double)(int)(rnd() % 11) - 5.0 : 0.0;
+            bim[k] = live ? (double)(int)(rnd() % 7) - 3.0 : 0.0;
+            char *row = bbuf + (size_t)(l * nr) * cs, tmp[16];
+            if (!cplx) {
+                put_val(ct, row + (size_t)j * cs, bu[k], bre[k], 0);
+            } else {
+                put_val(ct, tmp, 0, bre[k], bim[k]);
+                memcpy(row + (size_t)j * half, tmp, half);
+                memcpy(row + ((size_t)nr + (size_t)j) * half, tmp + half, half);
+            }
+        }
+    for (int j = 0; j < nr; j++) {
+        iu[j] = with_init ? rnd() : 0;
+        ire[j] = with_init ? (double)(int)(rnd() % 9) - 4.0 : 0.0;
+        iim[j] = with_init && cplx ? (double)(int)(rnd() % 5) - 2.0 : 0.0;
+        char tmp[16];
+        if (!cplx) {
+            put_val(ct, init + (size_t)j * cs, iu[j], ire[j], 0);
+        } else {
+            put_val(ct, tmp, 0, ire[j], iim[j]);
+            memcpy(init + (size_t)j * half, tmp, half);
+            memcpy(init + ((size_t)nr + (size_t)j) * half, tmp + half, half);
+        }
+    }
+    memset(ybuf, 0xA5, cs * (size_t)(mt * ldy));
+    g->kernel_gemm(mt, len, abuf, (ptrdiff_t)(lda * (int64_t)cs), bbuf, with_init ? init : NULL, ybuf,
+                   (ptrdiff_t)(ldy * (int64_t)cs), n, (int)cs);
+    int bad = 0;
+    for (int64_t i = 0; i < mt && !bad; i++)
+        for (int j = 0; j < ldy && !bad; j++) {
+            const unsigned char *cell = (const unsigned char *)ybuf + (size_t)(i * ldy + j) * cs;
+            if (j >= n) {
+                for (size_t q = 0; q < cs; q++) bad |= cell[q] != 0xA5;
+                continue;
+            }
+            uint64_t su = iu[j];
+            double sre = ire[j], sim = iim[j], mag = fabs(sre) + fabs(sim);
+            for (int64_t l = 0; l < len; l++) {
+                const int64_t ai = i * len + l, bi = l * nr + j;
+                su += au[ai] * bu[bi];
+                if (cplx) {
+                    sre += are[ai] * bre[bi] - aim[ai] * bim[bi];
+                    sim += are[ai] * bim[bi] + aim[ai] * bre[bi];
+                    mag += fabs(are[ai] * bre[bi]) + fabs(aim[ai] * bim[bi]) + fabs(are[ai] * bim[bi]) +
+                           fabs(aim[ai] * bre[bi]);
+                } else {
+                    sre += are[ai] * bre[bi];
+                    mag += fabs(are[ai] * bre[bi]);
+                }
+            }
+            uint64_t gu;
+            double gre, gim;
+            get_val(ct, cell, &gu, &gre, &gim);
+            if (is_int) {
+                const uint64_t mask = ct == XCONV_CT_U32 ? 0xffffffffull : ~0ull;
+                bad = (gu & mask) != (su & mask);
+            } else {
+                const double eps = (ct == XCONV_CT_F32 || ct == XCONV_CT_C64) ? 0x1p-23 : 0x1p-52;
+                const double tol = 4.0 * eps * (mag + 1.0);
+                bad = fabs(gre - sre) > tol || fabs(gim - sim) > tol;
+            }
+        }
+    XT_CHECK(!bad, "%s %s gemm: mt %lld n %d len %lld init %d", xconv__ctype_name(ct), g->isa,
+             (long long)mt, n, (long long)len, with_init);
+    free(abuf), free(bbuf), free(init), free(ybuf), free(are), free(aim), free(bre), free(bim);
+    free(au), free(bu);
+}
+
 int main(void)
 {
     for (int v = 0; v < 2; v++) {
@@ -350,6 +452,16 @@ int main(void)
                             for (int init = 0; init < 2; init++)
                                 for (int acc = 0; acc < 2; acc++)
                                     run_case(g, m, ns[a], lens[l], tapss[t], init, acc);
+            /* kernel_gemm: row counts around the tiles of mr (a partial last tile reads its
+             * last row again), and a whole group of tiles */
+            XT_CHECK(g->kernel_gemm != NULL, "%s %s has a kernel_gemm", xconv__ctype_name(g->ct), g->isa);
+            if (!g->kernel_gemm) continue;
+            const int64_t mts[] = {1, (int64_t)g->mr - 1, g->mr, (int64_t)g->mr + 1, 2 * (int64_t)g->mr + 1, 48};
+            for (int mi = 0; mi < 6; mi++)
+                for (int a = 0; a < nn; a++)
+                    for (int l = 0; l < 4; l++)
+                        for (int init = 0; init < 2; init++)
+                            if (mts[mi] > 0) run_gemm_case(g, mts[mi], ns[a], lens[l], init);
         }
     }
     XT_CHECK(variants >= 6, "at least the generic variant of each compute type runs (%d)", variants);

@@ -33,17 +33,23 @@
 #include "cpu/instantiate_rt.h"
 #undef XI_VB
 
-/* One wrapper: fixes (mr, nv) as constants so the body's loops unroll into registers. A
+/* One wrapper: fixes (mr, nv) as constants so the body's loops unroll into registers (kept
+ * out of line: kernel_gemm's loop over tiles would otherwise inline it, and GCC then loses
+ * the accumulators' registers, as the VNNI kernels found). A
  * tile of m <= 4 < mr live rows (the last tile of a 7x7 output, a transposed conv's phase
  * ends) runs a body of m rows instead: the rows past m cost nothing, and each live row's
- * sum is the same operations in the same order, so the bits do not change. */
+ * sum is the same operations in the same order, so the bits do not change.
+ * Its kernel_gemm runs tiles of mr rows over the even row steps (a partial last tile reads
+ * its last live row again for the rows past mt, never stored), each one kernel call that
+ * writes its rows of y in place: no pointer arrays built per tile by the engine. */
 #define XI_ROWS(t, vb, mr, nv, k)                                                            \
     if ((k) < (mr) && m == (k)) {                                                            \
         igemm_body_##t##_##vb(k, nv, mr, ntaps, len, a, b, init, c, m, n, accumulate);       \
         return;                                                                              \
     }
 #define XI_WRAPPER(t, isa, mr, nv, vb)                                                       \
-    static XI_TARGET_##isa void igemm_##isa##_##t(int64_t ntaps, int64_t len,               \
+    static __attribute__((noinline)) XI_TARGET_##isa void igemm_##isa##_##t(                 \
+        int64_t ntaps, int64_t len,                                                          \
                                                   const void *const *a, const void *const *b, \
                                                   const void *init, void *const *c, int m,   \
                                                   int n, int accumulate)                     \
@@ -51,6 +57,23 @@
         XI_ROWS(t, vb, mr, nv, 1) XI_ROWS(t, vb, mr, nv, 2) XI_ROWS(t, vb, mr, nv, 3)        \
         XI_ROWS(t, vb, mr, nv, 4)                                                            \
         igemm_body_##t##_##vb(mr, nv, mr, ntaps, len, a, b, init, c, m, n, accumulate);      \
+    }                                                                                        \
+    static void igemm_##isa##_##t##_gemm(int64_t mt, int64_t len, const void *a, ptrdiff_t lda, \
+                                         const void *b, const void *init, void *y,          \
+                                         ptrdiff_t ldy, int n, int y_bytes)                  \
+    {                                                                                        \
+        (void)y_bytes;                                                                       \
+        const void *bp[1] = {b};                                                             \
+        for (int64_t i0 = 0; i0 < mt; i0 += (mr)) {                                          \
+            const int m = mt - i0 < (mr) ? (int)(mt - i0) : (mr);                            \
+            const void *ap[mr];                                                              \
+            void *yp[mr];                                                                    \
+            for (int r = 0; r < (mr); r++) {                                                 \
+                ap[r] = (const char *)a + (i0 + (r < m ? r : m - 1)) * lda;                  \
+                yp[r] = r < m ? (char *)y + (i0 + r) * ldy : NULL;                           \
+            }                                                                                \
+            igemm_##isa##_##t(1, len, ap, bp, init, yp, m, n, 0);                            \
+        }                                                                                    \
     }
 
 /* The register block of each ISA, written once for the wrappers and the geometry table:
@@ -88,7 +111,7 @@ static const char *const ISA_NAMES[ISA_COUNT] = {"generic", "avx2", "avx512"};
 /* nr = nv * (vector bytes / component bytes) */
 #define XI_GEOM(CT, t, isa, rt, ncomp, block) XI_GEOM_(CT, t, isa, rt, ncomp, block)
 #define XI_GEOM_(CT, t, isa, rt, ncomp, mr, nv, vb) \
-    {CT, #isa, mr, (nv) * (int)((vb) / sizeof(rt)), ncomp, igemm_##isa##_##t, NULL, NULL}
+    {CT, #isa, mr, (nv) * (int)((vb) / sizeof(rt)), ncomp, igemm_##isa##_##t, NULL, igemm_##isa##_##t##_gemm}
 #if XI_X86
 #define XI_ROW(CT, t, rt, ncomp, kind)                                                     \
     [CT] = {XI_GEOM(CT, t, generic, rt, ncomp, XI_BLOCK_generic_##kind),                   \

@@ -36,10 +36,11 @@ typedef void (*xconv_igemm_ukr_y)(int64_t ntaps, int64_t len, const void *const 
 
 /* A plain GEMM of mt rows (any count: tiles of mr run inside), the whole reduction in one
  * call: row i of A at a + i * lda bytes, one packed panel b (b[0] of kernel), init as for
- * kernel (NULL: zeros), and the sums' low y_bytes bytes (1, 2 or 4) into row i of y at
- * y + i * ldy bytes, its first n values (dense). For conv tiles whose x rows and y rows
- * both step evenly from position to position (1x1 and merged 1-D kernels): no pointer
- * arrays, and one call per block of tiles instead of one per tile. */
+ * kernel (NULL: zeros), and row i's first n sums into row i of y at y + i * ldy bytes
+ * (dense): the VNNI kernels store the sums' low y_bytes bytes (1, 2 or 4); the others store
+ * the compute-type sums themselves (y of the compute type; y_bytes is not read). For conv
+ * tiles whose x rows and y rows both step evenly from position to position (1x1 and merged
+ * 1-D kernels): no pointer arrays, and one call per block of tiles instead of one per tile. */
 typedef void (*xconv_igemm_ukr_gemm)(int64_t mt, int64_t len, const void *a, ptrdiff_t lda,
                                      const void *b, const void *init, void *y, ptrdiff_t ldy,
                                      int n, int y_bytes);
@@ -51,7 +52,7 @@ typedef struct xconv_igemm_geom {
     int               ncomp;   /* 1 real, 2 complex */
     xconv_igemm_ukr   kernel;
     xconv_igemm_ukr_y kernel_y; /* NULL where the variant has none */
-    xconv_igemm_ukr_gemm kernel_gemm; /* likewise */
+    xconv_igemm_ukr_gemm kernel_gemm; /* every variant has one */
 } xconv_igemm_geom;
 
 /* The fastest kernel for ct that this CPU runs (chosen once). */
