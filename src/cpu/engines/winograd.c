@@ -410,7 +410,7 @@ static void unit_range(void *arg, int64_t begin, int64_t end, int slot)
     const xconv_exec *e = t->e;
     const xconv_canon *p = e->p;
     const wg_geom *q = t->q;
-    const int mr = q->g->mr, nr = q->nr;
+    const int nr = q->nr;
     char *s = (char *)e->workspace + q->slots_off + q->slot_bytes * (size_t)slot;
     float *V = (float *)(s + q->s_v), *M = (float *)(s + q->s_m);
     float *stage = (float *)(s + q->s_stage), *out = (float *)(s + q->s_out);
@@ -436,20 +436,10 @@ static void unit_range(void *arg, int64_t begin, int64_t end, int slot)
             have = blk;
         }
         const float *ub = t->u + (size_t)panel * (size_t)q->E * (size_t)q->R * (size_t)nr;
-        for (int ev = 0; ev < q->E; ev++) {
-            const void *b[1] = {ub + (size_t)ev * (size_t)q->R * (size_t)nr};
-            for (int64_t g0 = 0; g0 < cnt_t; g0 += mr) {
-                const int m = cnt_t - g0 < mr ? (int)(cnt_t - g0) : mr;
-                const void *a[8];
-                void *c[8];
-                for (int r = 0; r < mr; r++) {
-                    const int64_t row = g0 + (r < m ? r : 0);
-                    a[r] = V + (size_t)(ev * q->v_es + row * q->R);
-                    c[r] = r < m ? (void *)(M + (size_t)(ev * q->m_es + row * nr)) : NULL;
-                }
-                q->g->kernel(1, q->R, a, b, NULL, c, m, nr, 0);
-            }
-        }
+        for (int ev = 0; ev < q->E; ev++)
+            q->g->kernel_gemm(cnt_t, q->R, V + (size_t)(ev * q->v_es), (ptrdiff_t)(q->R * (int64_t)sizeof(float)),
+                              ub + (size_t)ev * (size_t)q->R * (size_t)nr, NULL, M + (size_t)(ev * q->m_es),
+                              (ptrdiff_t)(nr * (int64_t)sizeof(float)), nr, (int)sizeof(float));
         const int64_t co0 = panel * nr;
         const int cnt = p->cout - co0 < nr ? (int)(p->cout - co0) : nr;
         for (int64_t ti = 0; ti < cnt_t; ti++) {
