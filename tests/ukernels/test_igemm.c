@@ -54,6 +54,37 @@ static void get_val(xconv_ctype ct, const void *p, uint64_t *u, double *re, doub
     }
 }
 
+/* Value j of a packed row of nr (B's rows and init): as is, or for complex as split planes
+ * (nr real parts, then nr imaginary parts). */
+static void put_packed(xconv_ctype ct, bool cplx, char *row, int j, int nr, uint64_t u, double re, double im)
+{
+    const size_t cs = xconv__ctype_size(ct), half = cs / 2;
+    if (!cplx) {
+        put_val(ct, row + (size_t)j * cs, u, re, 0);
+        return;
+    }
+    char tmp[16];
+    put_val(ct, tmp, 0, re, im);
+    memcpy(row + (size_t)j * half, tmp, half);
+    memcpy(row + ((size_t)nr + (size_t)j) * half, tmp + half, half);
+}
+
+/* Whether the kernel's value at cell misses the oracle's sum (su for integers, wrapped to
+ * the type; sre, sim for floats within 4 eps of the sum of |terms| mag, plus one). */
+static bool value_bad(xconv_ctype ct, const void *cell, uint64_t su, double sre, double sim, double mag)
+{
+    uint64_t gu;
+    double gre, gim;
+    get_val(ct, cell, &gu, &gre, &gim);
+    if (ct == XCONV_CT_U32 || ct == XCONV_CT_U64) {
+        const uint64_t mask = ct == XCONV_CT_U32 ? 0xffffffffull : ~0ull;
+        return (gu & mask) != (su & mask);
+    }
+    const double eps = (ct == XCONV_CT_F32 || ct == XCONV_CT_C64) ? 0x1p-23 : 0x1p-52;
+    const double tol = 4.0 * eps * (mag + 1.0);
+    return fabs(gre - sre) > tol || fabs(gim - sim) > tol;
+}
+
 static void run_case(const xconv_igemm_geom *g, int m, int n, int64_t len, int64_t ntaps, bool with_init,
                      bool accumulate)
 {
@@ -84,7 +115,6 @@ static void run_case(const xconv_igemm_geom *g, int m, int n, int64_t len, int64
     }
     for (int64_t t = 0; t < taps; t++)
         for (int i = 0; i < mr; i++) a[t * mr + i] = abuf + (size_t)((t * mr + i) * len) * cs;
-    const size_t half = cs / 2;
     for (int64_t t = 0; t < taps; t++) {
         b[t] = bbuf + (size_t)(t * len * nr) * cs;
         for (int64_t l = 0; l < len; l++)
@@ -94,29 +124,14 @@ static void run_case(const xconv_igemm_geom *g, int m, int n, int64_t len, int64
                 bu[idx] = live ? rnd() : 0;
                 bre[idx] = live ? (double)(int)(rnd() % 11) - 5.0 : 0.0;
                 bim[idx] = live ? (double)(int)(rnd() % 7) - 3.0 : 0.0;
-                char *row = bbuf + (size_t)((t * len + l) * nr) * cs;
-                if (!cplx) {
-                    put_val(ct, row + (size_t)j * cs, bu[idx], bre[idx], 0);
-                } else { /* split planes: nr real parts, then nr imaginary parts */
-                    char tmp[16];
-                    put_val(ct, tmp, 0, bre[idx], bim[idx]);
-                    memcpy(row + (size_t)j * half, tmp, half);
-                    memcpy(row + ((size_t)nr + (size_t)j) * half, tmp + half, half);
-                }
+                put_packed(ct, cplx, bbuf + (size_t)((t * len + l) * nr) * cs, j, nr, bu[idx], bre[idx], bim[idx]);
             }
     }
     for (int j = 0; j < nr; j++) {
         iu[j] = with_init ? rnd() : 0;
         ire[j] = with_init ? (double)(int)(rnd() % 9) - 4.0 : 0.0;
         iim[j] = with_init ? (double)(int)(rnd() % 5) - 2.0 : 0.0;
-        if (!cplx) {
-            put_val(ct, init + (size_t)j * cs, iu[j], ire[j], 0);
-        } else {
-            char tmp[16];
-            put_val(ct, tmp, 0, ire[j], iim[j]);
-            memcpy(init + (size_t)j * half, tmp, half);
-            memcpy(init + ((size_t)nr + (size_t)j) * half, tmp + half, half);
-        }
+        put_packed(ct, cplx, init, j, nr, iu[j], ire[j], iim[j]);
     }
     /* C: mr rows of nr + 4 values, all canary bytes */
     const int ldc = nr + 4;
@@ -180,20 +195,15 @@ static void run_case(const xconv_igemm_geom *g, int m, int n, int64_t len, int64
                         mag += fabs(are[ai] * bre[bi]);
                     }
                 }
-            uint64_t gu; double gre, gim;
-            get_val(ct, cell, &gu, &gre, &gim);
-            if (is_int) {
-                const uint64_t mask = ct == XCONV_CT_U32 ? 0xffffffffull : ~0ull;
-                bad = (gu & mask) != (su & mask);
-            } else {
-                const double eps = (ct == XCONV_CT_F32 || ct == XCONV_CT_C64) ? 0x1p-23 : 0x1p-52;
-                const double tol = 4.0 * eps * (mag + 1.0);
-                bad = fabs(gre - sre) > tol || fabs(gim - sim) > tol;
-            }
-            if (bad)
+            bad = value_bad(ct, cell, su, sre, sim, mag);
+            if (bad) {
+                uint64_t gu;
+                double gre, gim;
+                get_val(ct, cell, &gu, &gre, &gim);
                 XT_CHECK(0, "%s %s: m %d n %d len %lld ntaps %lld init %d acc %d: c[%d][%d] = %g %g, "
                          "expected %g %g", xconv__ctype_name(ct), g->isa, m, n, (long long)len,
                          (long long)ntaps, with_init, accumulate, i, j, is_int ? (double)gu : gre, gim, is_int ? (double)su : sre, sim);
+            }
         }
     if (!bad) XT_CHECK(1, "ok");
     free(abuf), free(bbuf), free(init), free(a), free(b), free(are), free(aim), free(au);
@@ -307,8 +317,8 @@ static void run_vnni_gemm_case(const xconv_igemm_geom *g, bool a_unsigned, int64
 static void run_gemm_case(const xconv_igemm_geom *g, int64_t mt, int n, int64_t len, bool with_init)
 {
     const xconv_ctype ct = g->ct;
-    const size_t cs = xconv__ctype_size(ct), half = cs / 2;
-    const bool is_int = ct == XCONV_CT_U32 || ct == XCONV_CT_U64, cplx = g->ncomp == 2;
+    const size_t cs = xconv__ctype_size(ct);
+    const bool cplx = g->ncomp == 2;
     const int nr = g->nr;
     const int64_t lda = len + 3, ldy = nr + 5; /* in values */
     char *abuf = malloc(cs * (size_t)(mt * lda)), *bbuf = malloc(cs * (size_t)(len * nr));
@@ -334,27 +344,13 @@ static void run_gemm_case(const xconv_igemm_geom *g, int64_t mt, int n, int64_t 
             bu[k] = live ? rnd() : 0;
             bre[k] = live ? (double)(int)(rnd() % 11) - 5.0 : 0.0;
             bim[k] = live ? (double)(int)(rnd() % 7) - 3.0 : 0.0;
-            char *row = bbuf + (size_t)(l * nr) * cs, tmp[16];
-            if (!cplx) {
-                put_val(ct, row + (size_t)j * cs, bu[k], bre[k], 0);
-            } else {
-                put_val(ct, tmp, 0, bre[k], bim[k]);
-                memcpy(row + (size_t)j * half, tmp, half);
-                memcpy(row + ((size_t)nr + (size_t)j) * half, tmp + half, half);
-            }
+            put_packed(ct, cplx, bbuf + (size_t)(l * nr) * cs, j, nr, bu[k], bre[k], bim[k]);
         }
     for (int j = 0; j < nr; j++) {
         iu[j] = with_init ? rnd() : 0;
         ire[j] = with_init ? (double)(int)(rnd() % 9) - 4.0 : 0.0;
         iim[j] = with_init && cplx ? (double)(int)(rnd() % 5) - 2.0 : 0.0;
-        char tmp[16];
-        if (!cplx) {
-            put_val(ct, init + (size_t)j * cs, iu[j], ire[j], 0);
-        } else {
-            put_val(ct, tmp, 0, ire[j], iim[j]);
-            memcpy(init + (size_t)j * half, tmp, half);
-            memcpy(init + ((size_t)nr + (size_t)j) * half, tmp + half, half);
-        }
+        put_packed(ct, cplx, init, j, nr, iu[j], ire[j], iim[j]);
     }
     memset(ybuf, 0xA5, cs * (size_t)(mt * ldy));
     g->kernel_gemm(mt, len, abuf, (ptrdiff_t)(lda * (int64_t)cs), bbuf, with_init ? init : NULL, ybuf,
@@ -382,17 +378,7 @@ static void run_gemm_case(const xconv_igemm_geom *g, int64_t mt, int n, int64_t 
                     mag += fabs(are[ai] * bre[bi]);
                 }
             }
-            uint64_t gu;
-            double gre, gim;
-            get_val(ct, cell, &gu, &gre, &gim);
-            if (is_int) {
-                const uint64_t mask = ct == XCONV_CT_U32 ? 0xffffffffull : ~0ull;
-                bad = (gu & mask) != (su & mask);
-            } else {
-                const double eps = (ct == XCONV_CT_F32 || ct == XCONV_CT_C64) ? 0x1p-23 : 0x1p-52;
-                const double tol = 4.0 * eps * (mag + 1.0);
-                bad = fabs(gre - sre) > tol || fabs(gim - sim) > tol;
-            }
+            bad = value_bad(ct, cell, su, sre, sim, mag);
         }
     XT_CHECK(!bad, "%s %s gemm: mt %lld n %d len %lld init %d", xconv__ctype_name(ct), g->isa,
              (long long)mt, n, (long long)len, with_init);
