@@ -471,6 +471,9 @@ typedef struct amx_unit {
     const amx_sub *sb;
 } amx_unit;
 
+/* Panels in the L2 group starting at panel c0 (q->wide, or fewer at the end). */
+static int64_t group_width(const amx_geom *q, int64_t c0) { return q->panels - c0 < q->wide ? q->panels - c0 : q->wide; }
+
 static void unit_at(const amx_task *t, int64_t unit, amx_unit *u)
 {
     const amx_geom *q = t->q;
@@ -479,7 +482,7 @@ static void unit_at(const amx_task *t, int64_t unit, amx_unit *u)
     const int64_t r = unit % (q->panels * chunk_blocks);
     u->c0 = r / (q->wide * chunk_blocks) * q->wide;
     const int64_t r2 = r % (q->wide * chunk_blocks);
-    const int64_t width = q->panels - u->c0 < q->wide ? q->panels - u->c0 : q->wide;
+    const int64_t width = group_width(q, u->c0);
     const int64_t blk = r2 / width;
     u->panel = u->c0 + r2 % width, u->gp = u->g * q->panels + u->panel;
     u->nl = blk / q->blocks;
@@ -548,8 +551,7 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
         const amx_unit *prev = run > 0 ? &units[(run + 1) & 1] : NULL;
         /* the next unit of a run is mostly the next panel of the same block: spare unit_at's
          * divisions (a few percent of a 1x1 layer with 64 channels) */
-        const int64_t width = prev ? (q->panels - prev->c0 < q->wide ? q->panels - prev->c0 : q->wide) : 0;
-        if (prev && unit == last_unit + 1 && prev->panel + 1 < prev->c0 + width)
+        if (prev && unit == last_unit + 1 && prev->panel + 1 < prev->c0 + group_width(q, prev->c0))
             *u = *prev, u->panel++, u->gp++;
         else
             unit_at(t, unit, u);

@@ -39,9 +39,8 @@
  * tile of m <= 4 < mr live rows (the last tile of a 7x7 output, a transposed conv's phase
  * ends) runs a body of m rows instead: the rows past m cost nothing, and each live row's
  * sum is the same operations in the same order, so the bits do not change.
- * Its kernel_gemm runs tiles of mr rows over the even row steps (a partial last tile reads
- * its last live row again for the rows past mt, never stored), each one kernel call that
- * writes its rows of y in place: no pointer arrays built per tile by the engine. */
+ * Its kernel_gemm (xconv__igemm_gemm_tiles) writes each tile's rows of y in place: no
+ * pointer arrays built per tile by the engine. */
 #define XI_ROWS(t, vb, mr, nv, k)                                                            \
     if ((k) < (mr) && m == (k)) {                                                            \
         igemm_body_##t##_##vb(k, nv, mr, ntaps, len, a, b, init, c, m, n, accumulate);       \
@@ -62,18 +61,8 @@
                                          const void *b, const void *init, void *y,          \
                                          ptrdiff_t ldy, int n, int y_bytes)                  \
     {                                                                                        \
-        (void)y_bytes;                                                                       \
-        const void *bp[1] = {b};                                                             \
-        for (int64_t i0 = 0; i0 < mt; i0 += (mr)) {                                          \
-            const int m = mt - i0 < (mr) ? (int)(mt - i0) : (mr);                            \
-            const void *ap[mr];                                                              \
-            void *yp[mr];                                                                    \
-            for (int r = 0; r < (mr); r++) {                                                 \
-                ap[r] = (const char *)a + (i0 + (r < m ? r : m - 1)) * lda;                  \
-                yp[r] = r < m ? (char *)y + (i0 + r) * ldy : NULL;                           \
-            }                                                                                \
-            igemm_##isa##_##t(1, len, ap, bp, init, yp, m, n, 0);                            \
-        }                                                                                    \
+        xconv__igemm_gemm_tiles(mr, igemm_##isa##_##t, NULL, mt, len, a, lda, b, init, y,    \
+                                ldy, n, y_bytes);                                            \
     }
 
 /* The register block of each ISA, written once for the wrappers and the geometry table:

@@ -45,6 +45,31 @@ typedef void (*xconv_igemm_ukr_gemm)(int64_t mt, int64_t len, const void *a, ptr
                                      const void *b, const void *init, void *y, ptrdiff_t ldy,
                                      int n, int y_bytes);
 
+/* kernel_gemm's loop, shared by every variant: tiles of mr (<= 8) rows over the even row
+ * steps, one call of the tile kernel each, y rows as its output rows; a partial last tile
+ * reads its last live row again for the rows past mt (never stored). With ky, the tile
+ * kernel is a kernel_y storing y_bytes per sum (c unused); else k writes the sums as c. */
+static inline void xconv__igemm_gemm_tiles(int mr, xconv_igemm_ukr k, xconv_igemm_ukr_y ky,
+                                           int64_t mt, int64_t len, const void *a, ptrdiff_t lda,
+                                           const void *b, const void *init, void *y,
+                                           ptrdiff_t ldy, int n, int y_bytes)
+{
+    const void *bp[1] = {b};
+    for (int64_t i0 = 0; i0 < mt; i0 += mr) {
+        const int m = mt - i0 < mr ? (int)(mt - i0) : mr;
+        const void *ap[8];
+        void *yp[8];
+        for (int r = 0; r < mr; r++) {
+            ap[r] = (const char *)a + (i0 + (r < m ? r : m - 1)) * lda;
+            yp[r] = r < m ? (char *)y + (i0 + r) * ldy : NULL;
+        }
+        if (ky)
+            ky(1, len, ap, bp, init, NULL, m, n, 0, yp, y_bytes);
+        else
+            k(1, len, ap, bp, init, yp, m, n, 0);
+    }
+}
+
 typedef struct xconv_igemm_geom {
     xconv_ctype       ct;
     const char       *isa;     /* "avx512", "avx2" or "generic" */

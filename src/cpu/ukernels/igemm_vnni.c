@@ -135,36 +135,18 @@ vnni_u8_y(int64_t ntaps, int64_t len, const void *const *a, const void *const *b
     vnni_body(false, ntaps, len, a, b, init, c, m, n, accumulate, y, y_bytes);
 }
 
-/* kernel_gemm: tiles of VNNI_MR rows over the even row steps, one kernel_y call each (not
- * inlined: inside a loop over tiles GCC loses the accumulators' registers); a last partial
- * tile reads its last live row again for the rows past mt (never stored). */
-static inline __attribute__((always_inline)) void
-vnni_gemm_body(xconv_igemm_ukr_y ky, int64_t mt, int64_t len, const void *a, ptrdiff_t lda,
-               const void *b, const void *init, void *y, ptrdiff_t ldy, int n, int y_bytes)
-{
-    const void *bp[1] = {b};
-    for (int64_t i0 = 0; i0 < mt; i0 += VNNI_MR) {
-        const int m = mt - i0 < VNNI_MR ? (int)(mt - i0) : VNNI_MR;
-        const void *ap[VNNI_MR];
-        void *yp[VNNI_MR];
-        for (int r = 0; r < VNNI_MR; r++) {
-            ap[r] = (const char *)a + (i0 + (r < m ? r : m - 1)) * lda;
-            yp[r] = (char *)y + (i0 + r) * ldy;
-        }
-        ky(1, len, ap, bp, init, NULL, m, n, 0, yp, y_bytes);
-    }
-}
-
+/* kernel_gemm: xconv__igemm_gemm_tiles over kernel_y (kept out of line: inside a loop over
+ * tiles GCC loses the accumulators' registers). */
 static void vnni_i8_gemm(int64_t mt, int64_t len, const void *a, ptrdiff_t lda, const void *b,
                          const void *init, void *y, ptrdiff_t ldy, int n, int y_bytes)
 {
-    vnni_gemm_body(vnni_i8_y, mt, len, a, lda, b, init, y, ldy, n, y_bytes);
+    xconv__igemm_gemm_tiles(VNNI_MR, NULL, vnni_i8_y, mt, len, a, lda, b, init, y, ldy, n, y_bytes);
 }
 
 static void vnni_u8_gemm(int64_t mt, int64_t len, const void *a, ptrdiff_t lda, const void *b,
                          const void *init, void *y, ptrdiff_t ldy, int n, int y_bytes)
 {
-    vnni_gemm_body(vnni_u8_y, mt, len, a, lda, b, init, y, ldy, n, y_bytes);
+    xconv__igemm_gemm_tiles(VNNI_MR, NULL, vnni_u8_y, mt, len, a, lda, b, init, y, ldy, n, y_bytes);
 }
 
 static const xconv_igemm_geom VNNI_GEOMS[2] = {
