@@ -226,6 +226,54 @@ static void check_nonfinite(const char *engine)
     }
 }
 
+/* xconv__amx_bf16_scan against the definition, value by value: the smallest exponent field
+ * among nonzero values (255 when all are zero) and the largest among all, over lengths
+ * around its 32- and 64-value steps and values drawn to hit zeros of both signs, denormals,
+ * Inf and NaN, and each one alone at every place of a short span. */
+static void check_scan(void)
+{
+    tu_rng r = {0x5ca7};
+    uint16_t v[300];
+    for (int n = 0; n <= 300; n += n < 140 ? 1 : 17) {
+        for (int rep = 0; rep < 4; rep++) {
+            for (int i = 0; i < n; i++) {
+                const uint64_t u = tu_next(&r);
+                const uint16_t sign = (uint16_t)(u & 0x8000);
+                switch (u >> 60) {
+                case 0: case 1: case 2: v[i] = sign; break;                            /* +-0 */
+                case 3: v[i] = (uint16_t)(sign | (1 + (u >> 8) % 127)); break;         /* denormal */
+                case 4: v[i] = (uint16_t)(sign | (rep == 3 ? 0x7f80 : 0x7fc1)); break; /* Inf, NaN */
+                default: v[i] = (uint16_t)(sign | (1 + (u >> 8) % 0x7f7f)); break;     /* finite */
+                }
+            }
+            if (rep == 0 && n <= 70) /* only zeros, then one value among them */
+                for (int i = 0; i < n; i++) v[i] = (uint16_t)(i & 1 ? 0x8000 : 0);
+            int want_min = 255, want_max = 0;
+            for (int i = 0; i < n; i++) {
+                const int e = (v[i] >> 7) & 0xff;
+                if ((v[i] & 0x7fff) && e < want_min) want_min = e;
+                if (e > want_max) want_max = e;
+            }
+            int emin = 255, emax = 0;
+            xconv__amx_bf16_scan(v, n, &emin, &emax);
+            XT_CHECK(emin == want_min && emax == want_max,
+                     "bf16 scan of %d values (draw %d): emin %d emax %d, expected %d and %d", n, rep,
+                     emin, emax, want_min, want_max);
+        }
+        for (int at = 0; at < n && n <= 70; at++) { /* one denormal, one 1.0 alone among zeros */
+            for (int i = 0; i < n; i++) v[i] = 0;
+            for (int k = 0; k < 2; k++) {
+                v[at] = k ? 0x3f80 : 0x0001;
+                int emin = 255, emax = 0;
+                xconv__amx_bf16_scan(v, n, &emin, &emax);
+                const int want = k ? 127 : 0;
+                XT_CHECK(emin == want && emax == want, "bf16 scan, %s alone at %d of %d: emin %d emax %d",
+                         k ? "1.0" : "a denormal", at, n, emin, emax);
+            }
+        }
+    }
+}
+
 /* Every check of an engine the CPU runs, over the dtype pairs it serves. */
 static void check_engine(const char *engine, int npairs)
 {
@@ -238,6 +286,7 @@ static void check_engine(const char *engine, int npairs)
 
 int main(void)
 {
+    if (xconv__amx_vec_available()) check_scan(); /* AVX-512 code, called only there */
     for (int t = 1; t <= 3; t++) {
         xconv_context_options o = {.threads = t};
         xconv_context_create(&o, &CTX[t], NULL);

@@ -414,6 +414,9 @@ static void output_rows(const amx_task *t, const amx_sub *sb, int64_t n, int64_t
     br->count = rows;
 }
 
+/* A block's live rows (those of outputs) and their y offsets, a line of the plane at a time:
+ * within a line the offsets are one arithmetic run (per row, the branches and offset
+ * arithmetic were half of a 1x1 layer's bookkeeping). */
 static void block_rows(const amx_task *t, const amx_sub *sb, int64_t n, int64_t v0, int rows,
                        amx_rows *br)
 {
@@ -422,25 +425,22 @@ static void block_rows(const amx_task *t, const amx_sub *sb, int64_t n, int64_t 
     const int64_t yes = (int64_t)xconv_dtype_size(p->y_dtype);
     const int64_t d2 = sb->step[2] * p->y_ss[2] * yes;
     int64_t u2 = v0 % q->q[2], u1 = v0 / q->q[2] % q->q[1], u0 = v0 / q->q[2] / q->q[1];
-    int64_t el = 0;
-    bool live_row = false; /* (u0, u1) is an output row; el is then u2's offset */
-    int count = 0;         /* kept out of *br: a store and reload per row stalls */
-    for (int i = 0; i < rows; i++) {
-        if (i == 0 || u2 == 0) {
-            live_row = u0 < sb->m[0] && u1 < sb->m[1];
-            el = (p->y_off + n * p->y_sn + (sb->r[0] + sb->step[0] * u0) * p->y_ss[0] +
-                  (sb->r[1] + sb->step[1] * u1) * p->y_ss[1] + (sb->r[2] + sb->step[2] * u2) * p->y_ss[2]) *
-                 yes;
+    int count = 0; /* kept out of *br: a store and reload per row stalls */
+    for (int i = 0; i < rows;) {
+        const int run = rows - i < q->q[2] - u2 ? rows - i : (int)(q->q[2] - u2); /* on this line */
+        if (u0 < sb->m[0] && u1 < sb->m[1] && u2 < sb->m[2]) {
+            const int live = run < sb->m[2] - u2 ? run : (int)(sb->m[2] - u2);
+            const int64_t el = (p->y_off + n * p->y_sn + (sb->r[0] + sb->step[0] * u0) * p->y_ss[0] +
+                                (sb->r[1] + sb->step[1] * u1) * p->y_ss[1] + (sb->r[2] + sb->step[2] * u2) * p->y_ss[2]) *
+                               yes;
+            for (int j = 0; j < live; j++) {
+                br->row[count + j] = (uint8_t)(i + j);
+                br->off[count + j] = el + j * d2;
+            }
+            count += live;
         }
-        if (live_row && u2 < sb->m[2]) {
-            br->row[count] = (uint8_t)i;
-            br->off[count++] = el;
-        }
-        el += d2;
-        if (++u2 == q->q[2]) {
-            u2 = 0;
-            if (++u1 == q->q[1]) u1 = 0, u0++;
-        }
+        i += run, u2 = 0; /* the next line, if any rows are left */
+        if (++u1 == q->q[1]) u1 = 0, u0++;
     }
     br->count = count;
 }
