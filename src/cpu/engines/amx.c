@@ -42,6 +42,7 @@
 #define AMX_SEGMENT    64              /* positions per piece of the copy of x */
 #define AMX_L2_WEIGHTS ((size_t)1 << 20) /* packed weights a thread keeps in L2 */
 #define AMX_SAFE_EMIN  (254 - 90)        /* emin(x) + emin(w) below this: f32 fallback */
+#define AMX_L1_WEIGHTS ((size_t)16 << 10)  /* a panel group's weights kept in L1 (b_keep) */
 
 extern const xconv_engine xconv__engine_cpu_igemm;
 
@@ -275,6 +276,7 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q, bool vec)
         const double panel_bytes = (double)q->tap_bytes * (double)q->wtaps;
         const int64_t wide = (int64_t)((double)AMX_L2_WEIGHTS / panel_bytes);
         q->wide = wide < 1 ? 1 : wide > q->panels ? q->panels : wide;
+        q->b_keep = panel_bytes * (double)q->wide <= AMX_L1_WEIGHTS;
     }
     q->store = AMX_STORE_GENERIC;
     if (p->y_sc == 1) {
@@ -600,6 +602,7 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
             .c = c,
             .m0 = u->rows < 16 ? (int)u->rows : 16,
             .m1 = u->rows > 16 ? (int)u->rows - 16 : 0,
+            .b_keep = q->b_keep,
             .between = flush_pending,
             .between_arg = &pd,
             .y = direct_y ? (char *)t->e->y + (u->g * p->cout_g + u->panel * 32) * p->y_sc * yes : NULL,

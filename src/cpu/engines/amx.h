@@ -64,6 +64,10 @@ typedef struct amx_block_args {
     int                cnt;
     bool               y_bf16;
     int                m0, m1;
+    /* B's tiles loaded to stay in L1, where the weights the blocks cycle through fit there
+     * (a 1x1 conv over 64 channels: 8 KiB); else they stream from L2 past L1, which keeps
+     * A's rows (read again by the next taps) */
+    bool               b_keep;
     void             (*between)(void *);
     void              *between_arg;
 } amx_block_args;
@@ -114,6 +118,7 @@ typedef struct amx_geom {
     int64_t     ksteps;     /* steps per tap */
     int64_t     panels;     /* 32-channel panels per group */
     int64_t     wide;       /* panels whose weights a thread keeps in L2 together */
+    bool        b_keep;     /* and they fit in L1 too (amx_block_args) */
     /* the copy of x: per image, ph[0]*ph[1]*ph[2] planes of q[0] x q[1] x q[2] positions of
      * groups * cp values; plane (p0, p1, p2) index u holds x[u * ph + p - lo] per dim */
     int64_t     ph[3], q[3], lo[3];

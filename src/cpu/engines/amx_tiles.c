@@ -90,6 +90,7 @@ static inline __attribute__((always_inline)) AMX_TARGET void
 amx_block_body(const amx_kind kind, const amx_block_args *k, const bool two)
 {
     const size_t lda = k->lda;
+    const bool keep = k->b_keep;
     if (k->init) {
         _tile_loadd(0, k->init, 128);
         _tile_loadd(1, (const char *)k->init + 64, 128);
@@ -108,19 +109,25 @@ amx_block_body(const amx_kind kind, const amx_block_args *k, const bool two)
     for (int64_t t = 0; t < k->ntaps; t++) {
         const char *a = k->a[t], *b = k->b[t];
         for (int64_t s = 0; s < k->ksteps; s++, a += 64, b += 2048) {
-            /* B streams from L2 with the non-temporal hint, keeping L1 for A's rows, which
+            /* B streams from L2 with the non-temporal hint (unless b_keep), keeping L1 for A's rows, which
              * the next taps read again (rn50_3x3_64 bf16: 1.9-2.0 -> 2.4 TFLOP/s). The order
              * uses each B half for both A halves before loading the other B half, which gives
              * every load the longest time after the products that read the tile before it:
              * about 10% faster than A0 B0 B1 00 01 A1 10 11 in a kernel-only benchmark. */
-            _tile_stream_loadd(6, b, 64);
+            if (keep)
+                _tile_loadd(6, b, 64);
+            else
+                _tile_stream_loadd(6, b, 64);
             _tile_loadd(4, a, lda);
             AMX_DP(kind, 0, 4, 6);
             if (two) {
                 _tile_loadd(5, a + 16 * lda, lda);
                 AMX_DP(kind, 2, 5, 6);
             }
-            _tile_stream_loadd(7, b + 1024, 64);
+            if (keep)
+                _tile_loadd(7, b + 1024, 64);
+            else
+                _tile_stream_loadd(7, b + 1024, 64);
             AMX_DP(kind, 1, 4, 7);
             if (two) AMX_DP(kind, 3, 5, 7);
         }
