@@ -63,6 +63,8 @@ static const table_case CASES[] = {
      CV, 1, 1, 16, 16, 1, {3}, {3}, {3}, {1}, {0}, {0}, {0}},
     {"conv3d mixed, 20 channels",
      CV, 3, 1, 20, 15, 1, {5, 4, 6}, {2, 3, 2}, {1, 2, 1}, {1, 1, 2}, {1, 0, 1}, {0, 1, 1}, {0}},
+    {"conv2d 1x1 in place, 64 channels, 2 images of 63 positions (blocks of 32 and 31), 80 out",
+     CV, 2, 2, 64, 80, 1, {7, 9}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, {0}},
     {"conv2d groups 2, 64 channels each, in place",
      CV, 2, 1, 128, 34, 2, {5, 4}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, {0}},
     {"conv2d groups 4 padded, 12 channels each",

@@ -188,6 +188,9 @@ typedef enum amx_store { AMX_STORE_GENERIC, AMX_STORE_BF16, AMX_STORE_B32, AMX_S
 void xconv__amx_store_rows(amx_store kind, const char *c, char *base, const int64_t *off,
                            const uint8_t *row, int count, int cnt);
 
+/* The same for C rows 0 .. count - 1 into dst + j * step bytes. */
+void xconv__amx_store_strided(amx_store kind, const char *c, char *dst, int64_t step, int count, int cnt);
+
 /* count spans of `bytes` bytes: span i from src + i * src_step to dst + i * dst_step. */
 void xconv__amx_copy_spans(char *dst, size_t dst_step, const char *src, ptrdiff_t src_step,
                            int64_t count, size_t bytes);

@@ -14,28 +14,41 @@
 
 #define AMX_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
-/* bf16 rounds to nearest even (vcvtne2ps2bf16); it flushes denormal sums to zero, which
- * cpu.amx only runs where such sums stay within the accuracy bound (amx.c). */
+/* One C row (128 bytes) into y's cnt values at d. bf16 rounds to nearest even
+ * (vcvtne2ps2bf16); it flushes denormal sums to zero, which cpu.amx only runs where such
+ * sums stay within the accuracy bound (amx.c). */
+static inline __attribute__((always_inline)) AMX_AVX512 void store_row(amx_store kind, const char *src, char *d,
+                                                                  __mmask16 m0, __mmask16 m1, __mmask32 m32)
+{
+    if (kind == AMX_STORE_BF16) {
+        const __m512bh h = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + 64), _mm512_loadu_ps(src));
+        _mm512_mask_storeu_epi16(d, m32, (__m512i)h);
+    } else if (kind == AMX_STORE_B32) {
+        _mm512_mask_storeu_epi32(d, m0, _mm512_loadu_si512(src));
+        if (m1) _mm512_mask_storeu_epi32(d + 64, m1, _mm512_loadu_si512(src + 64));
+    } else {
+        _mm_mask_storeu_epi8(d, m0, _mm512_cvtepi32_epi8(_mm512_loadu_si512(src)));
+        if (m1) _mm_mask_storeu_epi8(d + 16, m1, _mm512_cvtepi32_epi8(_mm512_loadu_si512(src + 64)));
+    }
+}
+
+#define AMX_STORE_MASKS(cnt)                                                                  \
+    const __mmask16 m0 = (__mmask16)(cnt >= 16 ? 0xffff : (1u << cnt) - 1);                   \
+    const __mmask16 m1 = (__mmask16)(cnt >= 32 ? 0xffff : cnt > 16 ? (1u << (cnt - 16)) - 1 : 0); \
+    const __mmask32 m32 = (__mmask32)(cnt >= 32 ? 0xffffffffu : (1u << cnt) - 1)
+
 AMX_AVX512 void xconv__amx_store_rows(amx_store kind, const char *c, char *base, const int64_t *off,
                                       const uint8_t *row, int count, int cnt)
 {
-    const __mmask16 m0 = (__mmask16)(cnt >= 16 ? 0xffff : (1u << cnt) - 1);
-    const __mmask16 m1 = (__mmask16)(cnt >= 32 ? 0xffff : cnt > 16 ? (1u << (cnt - 16)) - 1 : 0);
-    const __mmask32 m32 = (__mmask32)(cnt >= 32 ? 0xffffffffu : (1u << cnt) - 1);
-    for (int j = 0; j < count; j++) {
-        const char *src = c + (size_t)row[j] * 128;
-        char *d = base + off[j];
-        if (kind == AMX_STORE_BF16) {
-            const __m512bh h = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + 64), _mm512_loadu_ps(src));
-            _mm512_mask_storeu_epi16(d, m32, (__m512i)h);
-        } else if (kind == AMX_STORE_B32) {
-            _mm512_mask_storeu_epi32(d, m0, _mm512_loadu_si512(src));
-            if (m1) _mm512_mask_storeu_epi32(d + 64, m1, _mm512_loadu_si512(src + 64));
-        } else {
-            _mm_mask_storeu_epi8(d, m0, _mm512_cvtepi32_epi8(_mm512_loadu_si512(src)));
-            if (m1) _mm_mask_storeu_epi8(d + 16, m1, _mm512_cvtepi32_epi8(_mm512_loadu_si512(src + 64)));
-        }
-    }
+    AMX_STORE_MASKS(cnt);
+    for (int j = 0; j < count; j++) store_row(kind, c + (size_t)row[j] * 128, base + off[j], m0, m1, m32);
+}
+
+AMX_AVX512 void xconv__amx_store_strided(amx_store kind, const char *c, char *dst, int64_t step, int count,
+                                         int cnt)
+{
+    AMX_STORE_MASKS(cnt);
+    for (int j = 0; j < count; j++) store_row(kind, c + (size_t)j * 128, dst + j * step, m0, m1, m32);
 }
 
 /* Over the magnitudes m = v & 0x7fff, whose top bits are the exponent field (m >> 7): the
@@ -138,6 +151,11 @@ void xconv__amx_store_rows(amx_store kind, const char *c, char *base, const int6
                            const uint8_t *row, int count, int cnt)
 {
     (void)kind, (void)c, (void)base, (void)off, (void)row, (void)count, (void)cnt;
+}
+
+void xconv__amx_store_strided(amx_store kind, const char *c, char *dst, int64_t step, int count, int cnt)
+{
+    (void)kind, (void)c, (void)dst, (void)step, (void)count, (void)cnt;
 }
 
 void xconv__amx_bf16_scan(const uint16_t *v, int64_t n, int *emin, int *emax)
