@@ -194,6 +194,10 @@ void xconv__parallel_for_slot(xconv_context *ctx, int64_t count, xconv_slot_fn f
 #define XCONV_UNITS_STRIDE 8
 void xconv__units_init(void *left, int nthreads, int64_t units);
 bool xconv__take_unit(void *left, int nthreads, int self, int64_t *unit);
+/* The same for up to `most` units at once, [*first, *first + *count) in order: one atomic
+ * operation for all (a locked operation waits for the thread's stores to drain, which the
+ * next unit's products could otherwise run under). */
+bool xconv__take_units(void *left, int nthreads, int self, int64_t most, int64_t *first, int64_t *count);
 
 /* A context for internal use when the caller passed NULL (single thread, created on demand,
  * lives for the process). */

@@ -261,20 +261,29 @@ void xconv__units_init(void *left, int nthreads, int64_t units)
                     (uint64_t)(units * i / nthreads) | (uint64_t)(units * (i + 1) / nthreads) << 32);
 }
 
-bool xconv__take_unit(void *left, int nthreads, int self, int64_t *unit)
+bool xconv__take_units(void *left, int nthreads, int self, int64_t most, int64_t *first, int64_t *count)
 {
     _Atomic uint64_t *l = left;
     for (int k = 0; k < nthreads; k++) {
         _Atomic uint64_t *r = &l[(self + k) % nthreads * XCONV_UNITS_STRIDE];
         uint64_t v = atomic_load_explicit(r, memory_order_relaxed);
         while ((uint32_t)v < (uint32_t)(v >> 32)) {
-            const uint64_t take = k == 0 ? v + 1 : v - ((uint64_t)1 << 32);
+            const uint64_t lo = (uint32_t)v, hi = (uint32_t)(v >> 32);
+            const uint64_t c = hi - lo < (uint64_t)most ? hi - lo : (uint64_t)most;
+            const uint64_t take = k == 0 ? v + c : v - (c << 32);
             if (atomic_compare_exchange_weak_explicit(r, &v, take, memory_order_relaxed,
                                                       memory_order_relaxed)) {
-                *unit = k == 0 ? (int64_t)(uint32_t)v : (int64_t)(uint32_t)(v >> 32) - 1;
+                *first = (int64_t)(k == 0 ? lo : hi - c);
+                *count = (int64_t)c;
                 return true;
             }
         }
     }
     return false;
+}
+
+bool xconv__take_unit(void *left, int nthreads, int self, int64_t *unit)
+{
+    int64_t count;
+    return xconv__take_units(left, nthreads, self, 1, unit, &count);
 }

@@ -43,6 +43,7 @@
 #define AMX_L2_WEIGHTS ((size_t)1 << 20) /* packed weights a thread keeps in L2 */
 #define AMX_SAFE_EMIN  (254 - 90)        /* emin(x) + emin(w) below this: f32 fallback */
 #define AMX_L1_WEIGHTS ((size_t)16 << 10)  /* a panel group's weights kept in L1 (b_keep) */
+#define AMX_LEAN_TAKE  4                  /* units lean_range takes at once */
 
 extern const xconv_engine xconv__engine_cpu_igemm;
 
@@ -655,9 +656,11 @@ static void lean_range(void *arg, int64_t begin, int64_t end, int slot)
     const amx_tap *tap = &t->taps[q->sub[0].tap0];
     const bool dense_rows = q->row_bytes == (size_t)(cin * es);
     amx_unit u = {0};
-    int64_t last_unit = -2;
-    for (int64_t run = 0, unit;; run++) {
-        if (!xconv__take_unit(t->left, t->nthreads, slot, &unit)) break;
+    int64_t last_unit = -2, unit = 0, taken = 0;
+    for (int64_t run = 0;; run++, unit++, taken--) {
+        /* a few units at a time (AMX_LEAN_TAKE): the locked operation that takes them waits
+         * for the previous block's stores to reach the cache */
+        if (!taken && !xconv__take_units(t->left, t->nthreads, slot, AMX_LEAN_TAKE, &unit, &taken)) break;
         if (run > 0 && unit == last_unit + 1 && u.panel + 1 < u.c0 + group_width(q, u.c0))
             u.panel++, u.gp++;
         else
