@@ -4,12 +4,7 @@
  * the kernels aim at the copy bandwidth: each input element is read from device memory
  * about once and each output written once, in coalesced accesses.
  *
- *   - channels-last bf16 / f16 / f32, multiplier 1, rows of x dense (dim 2's stride the
- *     channel count), a 1-wide dim-0 window, dilation 1 and a dim-1 stride no larger than
- *     the window, on compute capability 9.0: dw_rows (depthwise_rows.cuh): strips of x's rows
- *     copied into a ring of shared-memory slots by the copy engine (cp.async.bulk, one thread
- *     issuing), several output rows ahead, the threads only summing from shared memory.
- *   - other channels-last (x's channel stride the smallest): threads along channels. With bf16,
+ *   - channels-last (x's channel stride the smallest): threads along channels. With bf16,
  *     f16 or f32 in and out, or i8 / u8 in and the same dtype or a 4-byte integer out
  *     (u32 sums), multiplier 1 and 16-byte aligned rows, each thread owns 16 bytes of
  *     channels. Where dim 2's window is 3 or 5 wide at stride 1 or 2 (dilation 1) and
@@ -46,11 +41,8 @@
 #include "cuda/common.cuh"
 #include "cuda/depthwise_cf.cuh"
 #include "cuda/depthwise_cl16.cuh"
-#include "cuda/depthwise_rows.cuh"
 
 #include <stdlib.h>
-
-#include <atomic>
 
 using namespace xconv_cuda;
 
@@ -474,63 +466,6 @@ bool slide_ok(const xconv_canon *p)
            (p->cin / V + cv - 1) / cv <= 65535;
 }
 
-/* dw_rows (depthwise_rows.cuh): the floats' 16-byte path where x's rows are dense (dim 2's
- * stride the channel count) and a ring of strips of them fits half an SM's shared memory (two
- * blocks per SM); dim 0's window 1 wide without padding, dilation 1 in dims 1 and 2 and a
- * stride along dim 1 no larger than the window; compute capability 9.0 for the bulk copies.
- * Strips: the widest (halving from whole rows) whose ring of K1 + ROWS_DEPTH * S1 slots fits,
- * and at most one output per thread a row (XCONV_DW_ROWS_STRIP=n asks for n, for tests);
- * bands are sized at launch. */
-constexpr int ROWS_DEPTH = 4;
-bool rows_plan(const xconv_canon *p, rows_geom *g)
-{
-    if (!is_float16x(p->x_dtype) || !cl16_ok(p) || p->x_ss[2] != p->cin) return false;
-    if (p->k_size[0] != 1 || p->pad_lo[0] != 0 || (p->y_size[0] - 1) * p->stride[0] >= p->x_size[0])
-        return false;
-    if (p->dil[1] != 1 || p->dil[2] != 1 || p->stride[1] < 1 || p->stride[1] > p->k_size[1] ||
-        p->stride[2] < 1 || p->pad_lo[1] < 0 || p->pad_lo[2] < 0)
-        return false;
-    const int64_t es = (int64_t)xconv_dtype_size(p->x_dtype), V = 16 / es, CV = p->cin / V;
-    const int64_t taps = p->k_size[1] * p->k_size[2];
-    if (p->k_size[1] > ROWS_MAX_K1 || taps > 64 || CV > ROWS_THREADS ||
-        p->n * p->y_size[0] * p->y_size[1] * p->y_size[2] >= INT32_MAX)
-        return false;
-    for (int d = 0; d < 3; d++)
-        if ((p->y_size[d] - 1) * p->stride[d] + p->k_size[d] + p->pad_lo[d] + p->x_size[d] >= ((int64_t)1 << 30))
-            return false;
-    if (xconv__cuda_device_cc(p->device_index) < 90) return false;
-    int per_sm = 0, limit = 0;
-    if (cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, p->device_index) != cudaSuccess ||
-        cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, p->device_index) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    g->bars = (int)(((taps + 1) * p->cin * 4 + 15) / 16 * 16);
-    const char *dv = getenv("XCONV_DW_ROWS_DEPTH"); /* measuring knob: 1-8 output rows ahead */
-    g->depth = dv && atoi(dv) >= 1 && atoi(dv) <= 8 ? atoi(dv) : ROWS_DEPTH;
-    g->ring = (int)(p->k_size[1] + g->depth * p->stride[1]);
-    if (g->ring > 32) return false; /* the kernel keeps a bit per slot */
-    g->slots = (g->bars + 8 * g->ring + 127) / 128 * 128;
-    const int64_t room = per_sm / 2 - 1024 /* per block */ - g->slots;
-    const int64_t ys = p->y_size[2];
-    auto pitch = [&](int64_t strip) {
-        int64_t cols = (strip - 1) * p->stride[2] + p->k_size[2];
-        if (cols > p->x_size[2]) cols = p->x_size[2];
-        return (cols * p->cin * es + 127) / 128 * 128;
-    };
-    int64_t strip = ys < ROWS_THREADS / CV ? ys : ROWS_THREADS / CV;
-    while (strip > 1 && g->ring * pitch(strip) > room) strip = (strip + 1) / 2;
-    const char *want = getenv("XCONV_DW_ROWS_STRIP"); /* measuring and test knob */
-    if (want && atoi(want) > 0 && atoi(want) <= ys && g->ring * pitch(atoi(want)) <= room) strip = atoi(want);
-    const char *fv = getenv("XCONV_DW_ROWS_FENCE"); /* measuring knob: 0 leaves the fence out */
-    g->fence = !(fv && fv[0] == '0');
-    g->strip = (int)strip;
-    g->strips = (int)((ys + strip - 1) / strip);
-    g->pitch = (int)pitch(strip);
-    if (g->ring * (int64_t)g->pitch > room) return false; /* not two blocks per SM even so */
-    return (int64_t)g->slots + (int64_t)g->ring * g->pitch <= limit;
-}
-
 size_t ctype_bytes(xconv_ctype ct) { return xconv__ctype_size(ct); }
 
 bool dw_supports(const xconv_canon *p, const char **why_not)
@@ -639,66 +574,20 @@ void launch_slide(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
                                             (const char *)e->bias, (char *)e->y);
 }
 
-/* One wave of blocks (as many as fit the SMs at once), the output rows of each strip cut into
- * about as many bands: a band loads its first rows before any sum (about one copy's
- * latency), and neighbouring bands, running together, share their boundary rows in L2.
- * XCONV_DW_ROWS_BLOCKS=n caps the grid (tests: each block then walks many bands). */
-std::atomic<int> rows_launches{0};
-
-template <xconv_dtype D, int YB>
-void launch_rows(const xconv_canon *p, const xconv_exec *e, cudaStream_t st, rows_geom g)
-{
-    using kern_t = void (*)(const xconv_canon, const rows_geom, const char *, const char *,
-                            const char *, char *);
-    /* (a compiled 5 x 5 hoisted its 200 weights into registers and spilled) */
-    const kern_t kern = p->k_size[1] == 3 && p->k_size[2] == 3 ? dw_rows<D, YB, 3> : dw_rows<D, YB, 0>;
-    const int smem = g.slots + g.ring * g.pitch;
-    cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, ROWS_THREADS, smem) != cudaSuccess) {
-        (void)cudaGetLastError();
-        per_sm = 1;
-    }
-    int64_t wave = (int64_t)xconv__cuda_device_sms(p->device_index) * (per_sm > 0 ? per_sm : 1);
-    const char *cap = getenv("XCONV_DW_ROWS_BLOCKS");
-    if (cap && atoi(cap) > 0 && atoi(cap) < wave) wave = atoi(cap);
-    const int64_t planes = p->n * p->y_size[0] * g.strips; /* planes times strips */
-    int64_t band = (planes * p->y_size[1] + wave - 1) / wave;
-    if (band > p->y_size[1]) band = p->y_size[1];
-    g.band = (int)band;
-    g.planes_bands = (int)((p->y_size[1] + band - 1) / band);
-    g.bands = (int)(planes * g.planes_bands);
-    const unsigned blocks = (unsigned)(g.bands < wave ? g.bands : wave);
-    kern<<<blocks, ROWS_THREADS, smem, st>>>(*p, g, (const char *)e->x, (const char *)e->w,
-                                             (const char *)e->bias, (char *)e->y);
-    rows_launches.fetch_add(1, std::memory_order_relaxed);
-}
-
-/* dw_rows where it fits, else dw_slide, dw_vec, dw_cf_plane, dw_cf_direct, or the generic
- * kernels; XCONV_DW_OLD=1 (read per run, for comparisons) leaves dw_rows, dw_slide and
- * dw_cf_plane out, XCONV_DW_ROWS=0 dw_rows alone. */
+/* dw_slide where it fits, else dw_vec, dw_cf_plane, dw_cf_direct, or the generic kernels;
+ * XCONV_DW_OLD=1 (read per run, for comparisons) leaves dw_slide and dw_cf_plane out. */
 xconv_status dw_run(const xconv_exec *e, xconv_error *err)
 {
     const xconv_canon *p = e->p;
     const char *old = getenv("XCONV_DW_OLD");
     const bool aligned = ((uintptr_t)e->x | (uintptr_t)e->y) % 16 == 0;
-    const char *rows_knob = getenv("XCONV_DW_ROWS"); /* 0: dw_rows left out (comparisons, tests) */
-    rows_geom rg;
-    const bool rows = aligned && !(old && old[0] == '1') && !(rows_knob && rows_knob[0] == '0') &&
-                      rows_plan(p, &rg);
     const bool slide = aligned && !(old && old[0] == '1') && slide_ok(p);
     const bool vec = aligned && vec_ok(p);
     cfp_geom gm;
     const bool plane = !(old && old[0] == '1') && !channels_fastest(p) && cfp_plan(p, &gm);
     const bool y4 = xconv_dtype_size(p->y_dtype) == 4; /* i8 / u8 into i32 / u32 */
     return xconv__cuda_run(e, "cuda.depthwise", err, [&](cudaStream_t st) {
-        if (rows) {
-            switch (p->x_dtype) {
-            case XCONV_DTYPE_BF16: launch_rows<XCONV_DTYPE_BF16, 2>(p, e, st, rg); break;
-            case XCONV_DTYPE_F16: launch_rows<XCONV_DTYPE_F16, 2>(p, e, st, rg); break;
-            default: launch_rows<XCONV_DTYPE_F32, 4>(p, e, st, rg); break;
-            }
-        } else if (slide) {
+        if (slide) {
             switch (p->x_dtype) {
             case XCONV_DTYPE_BF16: launch_slide<XCONV_DTYPE_BF16, 2>(p, e, st); break;
             case XCONV_DTYPE_F16: launch_slide<XCONV_DTYPE_F16, 2>(p, e, st); break;
@@ -745,9 +634,6 @@ xconv_status dw_run(const xconv_exec *e, xconv_error *err)
 }
 
 } /* namespace */
-
-/* test hook (tests/gpu/test_gpu.c): how many times dw_rows was launched in this process */
-extern "C" int xconv__cuda_dw_rows_launches(void) { return rows_launches.load(std::memory_order_relaxed); }
 
 extern "C" const xconv_engine xconv__engine_cuda_depthwise = {
     "cuda.depthwise", XCONV_DEVICE_CUDA, dw_supports, dw_workspace_bytes, dw_cost, dw_run,

@@ -641,8 +641,7 @@ int pick_cfg(const xconv_canon *p, bool swap_ok)
 }
 
 /* Measuring knobs of the TMA kernel's launch (environment, read at each launch; 0: the
- * default): XCONV_WGMMA_EPI (below); XCONV_WGMMA_NST=n stages per block (as many as fit, if fewer;
- * 2 only where asked: two blocks of 128 x 128 tiles then share an SM);
+ * default): XCONV_WGMMA_EPI (below); XCONV_WGMMA_NST=n stages per block (as many as fit, if fewer);
  * XCONV_WGMMA_BLOCKS=n at most n blocks in a persistent grid (for tests: many tiles per block
  * on small problems). (Tried in the seventh session and dropped: one mbarrier pair per 2 or
  * 3 stages, rn50_3x3_64 0.65-0.83x; tiles numbered column tile first, no change; two y tiles
@@ -676,7 +675,7 @@ wgmma_knobs knobs_of()
                     : strcmp(ev, "whole") == 0     ? 3
                                                    : 0;
     const char *bv = getenv("XCONV_WGMMA_BAND"); /* -1 (unset): launch_tma picks */
-    return wgmma_knobs{num("XCONV_WGMMA_NST", 2, 16), num("XCONV_WGMMA_BLOCKS", 1, 1 << 20),
+    return wgmma_knobs{num("XCONV_WGMMA_NST", 3, 16), num("XCONV_WGMMA_BLOCKS", 1, 1 << 20),
                        bv ? num("XCONV_WGMMA_BAND", 0, 1 << 20) : -1, epi};
 }
 
@@ -774,7 +773,7 @@ bool launch_tma(const tma_set &set, const xconv_exec *e, cudaStream_t stream, in
     lay.epi = lay.nst * STAGE;
     lay.bars = (lay.epi + epi + 15) / 16 * 16;
     int64_t slots = 0;
-    if (lay.nst >= (kn.nst == 2 ? 2 : 3) && lay.bars + 2048 <= limit) { /* 2 stages: asked for */
+    if (lay.nst >= 3 && lay.bars + 2048 <= limit) {
         int per_sm = 0;
         cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, lay.bars + 2048);
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, TMA_THREADS, lay.bars + 2048);

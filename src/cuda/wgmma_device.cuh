@@ -8,7 +8,6 @@
 #define XCONV_CUDA_WGMMA_DEVICE_CUH
 
 #include "cuda/common.cuh"
-#include "cuda/mbarrier.cuh"
 
 #include <stdint.h>
 #include <type_traits>
@@ -29,6 +28,10 @@ enum class kind { bf16 = 0, f16 = 1, s8 = 2, u8 = 3 };
 constexpr int BKB = 128 /* bytes of K per stage */, THREADS = 256;
 
 #if XCONV_WGMMA_ARCH /* (the other passes would warn that these go unused) */
+__device__ __forceinline__ uint32_t smem_addr(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
 
 /* 16 bytes global -> shared, zero-filled when !valid (padding, tails). */
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid)
@@ -270,6 +273,30 @@ __device__ __forceinline__ void wg_tile_out(const unsigned char *smem, const xco
 #endif /* XCONV_WGMMA_ARCH */
 
 #if XCONV_WGMMA_ARCH
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
+{
+    uint32_t done;
+    do {
+        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;"
+                     " selp.u32 %0, 1, 0, p; }"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(uint32_t bar, int bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+                 : "memory");
+}
 /* One bulk copy of bytes (a multiple of 16, both ends 16-byte aligned) from shared memory to
  * global, in this thread's current bulk group; bulk_wait_read: this thread's groups have
  * read their shared memory; bulk_wait_all: and written global memory. */

@@ -41,9 +41,6 @@ int main(void)
 
 #include <cuda_runtime_api.h>
 
-/* src/cuda/depthwise.cu's test hook: how many times cuda.depthwise launched dw_rows */
-int xconv__cuda_dw_rows_launches(void);
-
 /* ---------------------------------------------------------------------------------------- */
 /* Random numbers and dtypes                                                                */
 /* ---------------------------------------------------------------------------------------- */
@@ -252,9 +249,6 @@ static problem random_problem_once(shape_kind kind)
     /* a quarter of the depthwise problems shaped for dw_slide: channels-last, 16k channels,
      * 3- or 5-wide innermost windows at stride 1-2, 16-byte and 1-byte dtypes */
     const bool slide = dw && rnd() % 4 == 0;
-    /* three quarters of those shaped for dw_rows too: float rows of x copied whole into
-     * shared memory (dilation 1, strides at most the window) */
-    const bool dw_rows_shape = slide && rnd() % 4 != 0;
     /* and a quarter shaped for dw_cf_plane: channels-first, square 3x3 / 5x5 windows at one
      * stride 1 or 2, no dilation, 2-D or 3-D with a 1-wide outer window */
     const bool cf_plane = dw && !slide && rnd() % 3 == 0;
@@ -326,10 +320,6 @@ static problem random_problem_once(shape_kind kind)
             q.dilation[i] = rnd_in(1, 2);
             q.pad_lo[i] = rnd_in(0, 2);
             q.pad_hi[i] = rnd_in(0, 2);
-            if (dw_rows_shape) { /* dw_rows: dilation 1, stride at most the window */
-                q.dilation[i] = 1;
-                if (q.stride[i] > ks[i]) q.stride[i] = ks[i];
-            }
             if (slide && i == d - 1) {
                 ks[i] = rnd() & 1 ? 3 : 5;
                 q.stride[i] = rnd_in(1, 2);
@@ -379,7 +369,7 @@ static problem random_problem_once(shape_kind kind)
     if (dw && (cf_plane || (rnd() & 1))) xd = dw_dtypes[rnd() % 3]; /* the 16-byte and direct paths */
     static const xconv_dtype slide_dtypes[] = {XCONV_DTYPE_BF16, XCONV_DTYPE_F16, XCONV_DTYPE_F32,
                                                XCONV_DTYPE_I8, XCONV_DTYPE_U8};
-    if (slide) xd = slide_dtypes[rnd() % (dw_rows_shape ? 3 : 5)];
+    if (slide) xd = slide_dtypes[rnd() % 5];
     if (f32k) xd = XCONV_DTYPE_F32;
     static const xconv_dtype simt_dtypes[] = {
         XCONV_DTYPE_F32, XCONV_DTYPE_F32, XCONV_DTYPE_F64, XCONV_DTYPE_I16, XCONV_DTYPE_U16,
@@ -950,17 +940,9 @@ int main(void)
             }
             /* cuda.fold_tc's problems: a third with the overlapping fold wherever it applies,
              * a third with the plain fold, a third as the cost model picks */
-            /* cuda.depthwise's problems: a quarter with dw_rows left out (dw_slide takes
-             * them), a quarter with its grid capped at 1-3 blocks (many bands each), a
-             * quarter in strips of 1-3 output columns */
-            const bool dw = special[k] == SHAPE_DEPTHWISE;
-            if (dw && i % 4 == 1) setenv("XCONV_DW_ROWS", "0", 1);
-            if (dw && i % 4 == 2) setenv("XCONV_DW_ROWS_BLOCKS", i % 3 ? "1" : "3", 1);
-            if (dw && i % 4 == 3) setenv("XCONV_DW_ROWS_STRIP", i % 3 ? "1" : "3", 1);
             const bool fold = special[k] == SHAPE_FOLD;
             if (fold && i % 3 < 2) setenv("XCONV_FOLD_SPREAD", i % 3 ? "0" : "1", 1);
             check_problem(&pb, (i & 1) ? FILL_REAL : FILL_EXACT);
-            if (dw) unsetenv("XCONV_DW_ROWS"), unsetenv("XCONV_DW_ROWS_BLOCKS"), unsetenv("XCONV_DW_ROWS_STRIP");
             if (fold) unsetenv("XCONV_FOLD_SPREAD");
             if (pad) unsetenv("XCONV_PATCH_PAD");
             if (force) {
@@ -1002,12 +984,6 @@ int main(void)
         if (engine_runs[e].name)
             printf("test_gpu: %s ran %d problems\n", engine_runs[e].name, engine_runs[e].runs);
     printf("test_gpu: %d engine runs compared with cpu.ref\n", engines_run_total);
-    /* the depthwise problems shaped for it reached cuda.depthwise's dw_rows (Hopper on) */
-    int major = 0;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-    printf("test_gpu: dw_rows launched %d times\n", xconv__cuda_dw_rows_launches());
-    XT_CHECK(major < 9 || xconv__cuda_dw_rows_launches() > 0, "dw_rows never ran on a compute capability %d device",
-             major);
     return xt_finish("test_gpu");
 }
 
