@@ -14,7 +14,7 @@
 enum { MAX_THREADS = 4, MAX_UNITS = 5000 };
 
 typedef struct share {
-    _Alignas(64) uint64_t left[MAX_THREADS * XCONV_UNITS_STRIDE];
+    _Alignas(64) _Atomic uint64_t left[MAX_THREADS * XCONV_UNITS_STRIDE];
     _Atomic int taken[MAX_UNITS];
     _Atomic int bad_runs;  /* runs longer than asked, empty, or outside [0, units) */
     int nthreads, most;
@@ -65,8 +65,8 @@ static void check_concurrent(int nthreads, int64_t units, int most)
     free(s);
 }
 
-/* One thread of three takes everything: its own range [4, 8) from the front in runs of 3,
- * then thread 1's [8, 12) and thread 2's [0, 4)... from the back of each. */
+/* Thread 1 of three takes everything alone: its own range [4, 8) from the front in runs of
+ * 3, then thread 2's [8, 12) and thread 0's [0, 4), each from the back. */
 static void check_order(void)
 {
     share *s = calloc(1, sizeof *s);

@@ -656,12 +656,12 @@ static void lean_range(void *arg, int64_t begin, int64_t end, int slot)
     const amx_tap *tap = &t->taps[q->sub[0].tap0];
     const bool dense_rows = q->row_bytes == (size_t)(cin * es);
     amx_unit u = {0};
-    int64_t last_unit = -2, unit = 0, taken = 0;
-    for (int64_t run = 0;; run++, unit++, taken--) {
+    int64_t last_unit = -2; /* no unit before the first */
+    for (int64_t unit = 0, taken = 0;; unit++, taken--) {
         /* a few units at a time (AMX_LEAN_TAKE): the locked operation that takes them waits
          * for the previous block's stores to reach the cache */
         if (!taken && !xconv__take_units(t->left, t->nthreads, slot, AMX_LEAN_TAKE, &unit, &taken)) break;
-        if (run > 0 && unit == last_unit + 1 && u.panel + 1 < u.c0 + group_width(q, u.c0))
+        if (unit == last_unit + 1 && u.panel + 1 < u.c0 + group_width(q, u.c0))
             u.panel++, u.gp++;
         else
             unit_at(t, unit, &u);
