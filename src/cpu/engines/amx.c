@@ -624,11 +624,13 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
 
 /* Whether every block is a run of consecutive positions of one image with consecutive
  * outputs: one tap (a 1x1 conv, or a patch projection seen as one) over x read in place,
- * every virtual row an output, y's positions at one stride, and dense y stores. lean_range
- * then runs the blocks without row lists or deferred stores. */
+ * every virtual row an output, y's positions at one stride, and dense y stores (vec: a dense
+ * bf16 or f32 y, which its blocks write themselves). lean_range then runs the blocks without
+ * row lists or deferred stores. */
 static bool lean_blocks(const xconv_canon *p, const amx_geom *q)
 {
-    if (q->vec || !q->direct || q->nsub != 1 || q->ntaps != 1 || q->store == AMX_STORE_GENERIC) return false;
+    if (!q->direct || q->nsub != 1 || q->ntaps != 1 || q->store == AMX_STORE_GENERIC) return false;
+    if (q->vec && q->store != AMX_STORE_BF16 && q->store != AMX_STORE_B32) return false;
     const amx_sub *sb = &q->sub[0];
     for (int d = 0; d < 3; d++)
         if (q->q[d] != sb->m[d] || sb->step[d] != 1 || sb->r[d] != 0) return false;
@@ -655,6 +657,9 @@ static void lean_range(void *arg, int64_t begin, int64_t end, int slot)
     const int64_t ystep = p->y_ss[2] * yes, cin = p->cin_g;
     const amx_tap *tap = &t->taps[q->sub[0].tap0];
     const bool dense_rows = q->row_bytes == (size_t)(cin * es);
+    /* vec: the block's rows of x and of y at even steps (its kernel takes row tables) */
+    int64_t a_off[32], y_off[32];
+    for (int i = 0; i < 32; i++) a_off[i] = i * (int64_t)q->row_bytes, y_off[i] = i * ystep;
     amx_unit u = {0};
     int64_t last_unit = -2; /* no unit before the first */
     for (int64_t unit = 0, taken = 0;; unit++, taken--) {
@@ -678,22 +683,31 @@ static void lean_range(void *arg, int64_t begin, int64_t end, int slot)
                     xconv__amx_bf16_scan((const uint16_t *)(const void *)(a + i * (int64_t)q->row_bytes), cin,
                                          &emin, &emax);
         }
+        const int cnt = p->cout_g - u.panel * 32 < 32 ? (int)(p->cout_g - u.panel * 32) : 32;
+        char *dst = (char *)t->e->y +
+                    (p->y_off + n * p->y_sn + u.v0 * p->y_ss[2] + (u.g * p->cout_g + u.panel * 32) * p->y_sc) * yes;
         const amx_block_args k = {
             .ntaps = 1,
             .ksteps = q->ksteps,
             .a = &a,
             .b = &b,
             .lda = q->row_bytes,
+            .row_off = a_off,
             .init = p->has_bias ? t->ws + q->bias + (size_t)u.gp * 2048 : NULL,
             .c = c,
             .m0 = u.rows < 16 ? (int)u.rows : 16,
             .m1 = u.rows > 16 ? (int)u.rows - 16 : 0,
             .b_keep = q->b_keep,
+            .y = q->vec ? dst : NULL,
+            .y_off = y_off,
+            .cnt = cnt,
+            .y_bf16 = q->store == AMX_STORE_BF16,
         };
+        if (q->vec) {
+            xconv__amx_vec_block(&k);
+            continue;
+        }
         xconv__amx_block(&th, q->kind, &k);
-        const int cnt = p->cout_g - u.panel * 32 < 32 ? (int)(p->cout_g - u.panel * 32) : 32;
-        char *dst = (char *)t->e->y +
-                    (p->y_off + n * p->y_sn + u.v0 * p->y_ss[2] + (u.g * p->cout_g + u.panel * 32) * p->y_sc) * yes;
         xconv__amx_store_strided((amx_store)q->store, c, dst, ystep, (int)u.rows, cnt);
     }
     xconv__amx_release(&th);
