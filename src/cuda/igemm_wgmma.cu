@@ -74,11 +74,22 @@
  * cp.async, =0 loads B by cp.async too; XCONV_WGMMA_PERSIST=0/1 forces the one-tile-per-block
  * or the persistent grid of the TMA kernel; XCONV_WGMMA_EPI=consumers leaves the copy of the
  * y tile to y to the consumer warpgroups (as before the store warps), =rows to the store warps'
- * row copies even where y has a TMA view, =whole hands TMA-stored tiles over whole.
+ * row copies even where y has a TMA view, =whole hands TMA-stored tiles over whole;
+ * XCONV_WGMMA_RESB=0 leaves B out of residence; XCONV_WGMMA_TRACE=1 prints each TMA launch's
+ * layout to stderr.
+ *
+ * Resident B (launch_tma's lay.resb): where every tile of a launch reads the same B (one job,
+ * one group, one column tile) in one K stage (a 1x1 conv over 128 bytes of channels), the
+ * producer loads B once onto its own mbarrier, the pipeline slots hold A only, and the room
+ * freed holds a second y tile: each warpgroup fills its half of one y buffer while its store
+ * warp's TMA stores still read the other (wait_group.read 1), on a second pair of named
+ * barriers per warpgroup. rn50_1x1_256 (128 x 256 tiles moved 32 KiB of w with every 16 KiB
+ * of x): bf16 123.5 -> 127.8 TFLOP/s, f16 127 -> 135.5 (seventeenth session).
  */
 #include "cuda/wgmma_device.cuh"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -316,7 +327,7 @@ static_assert(THREADS * (consumer_regs<1>() - entry_regs<1>()) <=
  * last wave. MULTI: more than one job; with one, the job's fields are read at fixed parameter
  * offsets (a run-time job index made every read a generic load: 10-15% slower on the large
  * layers). */
-template <kind K, int MT, int BN, bool MULTI, bool SW>
+template <kind K, int MT, int BN, bool MULTI, bool SW, bool RB>
 __global__ void __launch_bounds__(TMA_THREADS, cfg<MT, BN>::minb)
 wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ bias,
                  char *__restrict__ y, int y_es, const tma_smem lay)
@@ -329,10 +340,15 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
     /* a tile's positions and output channels (SW: swapped, A from w, B from x) */
     constexpr int TP = tile_dims<BM, BN, SW>::TP, TC = tile_dims<BM, BN, SW>::TC;
     static_assert(!SW || (MT == 1 && is_float && !MULTI), "swapped tiles: 128 channels, 16-bit floats, one job");
+    static_assert(!RB || (!SW && !MULTI), "resident B: one job, tiles not swapped");
+    /* RB (lay.resb): B resident, slots of A only (a compile-time choice: a run-time one cost
+     * the other launches 2-5% on the H200) */
+    constexpr int SLOT = RB ? A_BYTES : STAGE_BYTES;
     extern __shared__ unsigned char smem_raw[];
     unsigned char *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
     const int nst = lay.nst, tid = threadIdx.x, wg = tid >> 7;
     const uint32_t sbase = smem_addr(smem), full = sbase + lay.bars, empty = full + 8 * nst;
+    const uint32_t bfull = empty + 8 * nst; /* lay.resb: the resident B tiles have landed */
     const int64_t ntile = set.tiles;
     const int64_t first = blockIdx.x + (int64_t)gridDim.x * (blockIdx.y + (int64_t)gridDim.y * blockIdx.z);
     const int64_t step = (int64_t)gridDim.x * gridDim.y * gridDim.z;
@@ -399,6 +415,7 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
             mbar_init(full + 8 * s, 1);
             mbar_init(empty + 8 * s, THREADS / 32);
         }
+        if (RB) mbar_init(bfull, 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads(); /* the last block-wide barrier: the producer warp leaves early */
@@ -411,13 +428,14 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
     auto tile_full_wait = [] { asm volatile("bar.sync 2, %0;" ::"n"(EPI_THREADS) : "memory"); };
     auto tile_free_arrive = [] { asm volatile("bar.arrive 3, %0;" ::"n"(EPI_THREADS) : "memory"); };
     auto tile_free_wait = [] { asm volatile("bar.sync 3, %0;" ::"n"(EPI_THREADS) : "memory"); };
-    /* lay.wg_half: the same per warpgroup h and its store warp h, on barriers 4 + 2h (full)
-     * and 5 + 2h (free); 8 + h is the warpgroup's own (wg_half_fill's bias). */
+    /* lay.wg_half: the same per warpgroup h and its store warp h, for y buffer b (b = 1 only
+     * with lay.resb's second buffer), on barriers 4 + 2h + 6b (full) and 5 + 2h + 6b (free);
+     * 8 + h is the warpgroup's own (wg_half_fill's bias). */
     constexpr int HALF_THREADS = 128 + 32;
-    auto half_full_arrive = [](int h) { asm volatile("bar.arrive %0, %1;" ::"r"(4 + 2 * h), "n"(HALF_THREADS) : "memory"); };
-    auto half_full_wait = [](int h) { asm volatile("bar.sync %0, %1;" ::"r"(4 + 2 * h), "n"(HALF_THREADS) : "memory"); };
-    auto half_free_arrive = [](int h) { asm volatile("bar.arrive %0, %1;" ::"r"(5 + 2 * h), "n"(HALF_THREADS) : "memory"); };
-    auto half_free_wait = [](int h) { asm volatile("bar.sync %0, %1;" ::"r"(5 + 2 * h), "n"(HALF_THREADS) : "memory"); };
+    auto half_full_arrive = [](int h, int b) { asm volatile("bar.arrive %0, %1;" ::"r"(4 + 2 * h + 6 * b), "n"(HALF_THREADS) : "memory"); };
+    auto half_full_wait = [](int h, int b) { asm volatile("bar.sync %0, %1;" ::"r"(4 + 2 * h + 6 * b), "n"(HALF_THREADS) : "memory"); };
+    auto half_free_arrive = [](int h, int b) { asm volatile("bar.arrive %0, %1;" ::"r"(5 + 2 * h + 6 * b), "n"(HALF_THREADS) : "memory"); };
+    auto half_free_wait = [](int h, int b) { asm volatile("bar.sync %0, %1;" ::"r"(5 + 2 * h + 6 * b), "n"(HALF_THREADS) : "memory"); };
     if (tid >= THREADS) { /* the producer warpgroup */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(producer_regs<MINB>()));
         if (tid >= TMA_THREADS - STORE_THREADS) { /* the store warps */
@@ -426,17 +444,24 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
             if (lay.wg_half) { /* store warp h: warpgroup h's half of the rows of each box */
                 const int h = st >> 5;
                 if (h >= 2) return;
-                int sj = 0;
+                int sj = 0, b = 0;
                 for (int64_t t = first; t < ntile; t += step) {
                     const tile_pos tp = tile_at(t, sj);
-                    half_full_wait(h);
+                    half_full_wait(h, b);
                     if ((st & 31) == 0) {
-                        store_boxes(tp, smem + lay.epi, h);
+                        store_boxes(tp, smem + lay.epi + b * lay.epi2, h);
                         bulk_commit();
-                        bulk_wait_read();
+                        if constexpr (RB) bulk_wait_read_but1(); /* the other buffer's stores */
+                        else bulk_wait_read();
                     }
                     __syncwarp();
-                    if (t + step < ntile) half_free_arrive(h);
+                    if constexpr (!RB) {
+                        if (t + step < ntile) half_free_arrive(h, 0);
+                        continue;
+                    }
+                    /* two buffers: the previous tile's is free for the next tile, if any */
+                    if (t != first && t + step < ntile) half_free_arrive(h, b ^ 1);
+                    b ^= 1;
                 }
                 if ((st & 31) == 0) bulk_wait_all();
                 return;
@@ -501,6 +526,17 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
             po0 = (int)(tp.g * q.cout_g + tp.o0);
         };
         start_tile();
+        if (RB && pt < ntile) { /* the launch's B tiles, once: (cb, k2, k1, k0) order */
+            mbar_expect(bfull, pgeo.kt * BN * BKB);
+            int s = 0;
+            for (int q0 = 0; q0 < pk[0]; q0++)
+                for (int q1 = 0; q1 < pk[1]; q1++)
+                    for (int q2 = 0; q2 < pk[2]; q2++)
+                        for (int c = 0; c < pgeo.cchunks; c++, s++)
+                            tma_load_b(sbase + lay.bres + s * BN * BKB, mb, bfull, c * CPB,
+                                       flip & 4 ? pk[2] - 1 - q2 : q2, flip & 2 ? pk[1] - 1 - q1 : q1,
+                                       flip & 1 ? pk[0] - 1 - q0 : q0, po0);
+        }
         while (pt < ntile) {
             if (pgeo.kt == 0) { /* bias only: nothing to load */
                 pt += step;
@@ -508,14 +544,15 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
                 continue;
             }
             mbar_wait(empty + 8 * ps, pe);
-            const uint32_t sa = sbase + ps * STAGE_BYTES, bar = full + 8 * ps;
+            const uint32_t sa = sbase + ps * SLOT, bar = full + 8 * ps;
             const uint16_t off[3] = {(uint16_t)(k2 * pd[2]), (uint16_t)(k1 * pd[1]),
                                      (uint16_t)(k0 * pd[0])};
-            mbar_expect(bar, STAGE_BYTES);
+            mbar_expect(bar, SLOT);
             /* x's tile is A, w's B (SW: the other way round) */
             tma_load_a(SW ? sa + A_BYTES : sa, ma, bar, rank, pc0 + cb * CPB, corner, img, off);
-            tma_load_b(SW ? sa : sa + A_BYTES, mb, bar, cb * CPB, flip & 4 ? pk[2] - 1 - k2 : k2,
-                       flip & 2 ? pk[1] - 1 - k1 : k1, flip & 1 ? pk[0] - 1 - k0 : k0, po0);
+            if constexpr (!RB)
+                tma_load_b(SW ? sa : sa + A_BYTES, mb, bar, cb * CPB, flip & 4 ? pk[2] - 1 - k2 : k2,
+                           flip & 2 ? pk[1] - 1 - k1 : k1, flip & 1 ? pk[0] - 1 - k0 : k0, po0);
             if (++ps == nst) ps = 0, pe ^= 1;
             if (++cb < pgeo.cchunks) continue;
             cb = 0;
@@ -539,6 +576,8 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
     acc_t acc[MT][BN / 2];
     int cs = 0, cj = 0; /* the slot and the parity of the stage the MMAs read next; the job */
     uint32_t cpar = 0;
+    int yb = 0; /* lay.resb: the y buffer of this tile */
+    if (RB && first < ntile) mbar_wait(bfull, 0);
     for (int64_t t = first; t < ntile; t += step) {
         const tile_pos tp = tile_at(t, cj);
         const tma_job &J = *tp.J;
@@ -553,7 +592,8 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
         int held = -1; /* the slot an unfinished wgmma still reads */
         for (int kt = 0; kt < cg.kt; kt++) {
             mbar_wait(full + 8 * cs, cpar);
-            mma_stage<K, MT, BN>(acc, sbase + cs * STAGE_BYTES, A_BYTES, wg);
+            const uint32_t sa = sbase + cs * SLOT; /* B: in the slot, or resident */
+            mma_stage<K, MT, BN>(acc, sa, RB ? (int)(sbase + lay.bres + kt * BN * BKB - sa) : A_BYTES, wg);
             asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
             if (held >= 0 && lead) mbar_arrive(empty + 8 * held);
             held = cs;
@@ -565,8 +605,13 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
         /* the y tile is free: on the first tile, once both warpgroups are done with the
          * stages it may lie over; then once the store warps have copied the last one */
         if (SW || lay.wg_half) { /* this warpgroup's half, to its own store warp */
-            if (t == first) consumers_sync();
-            else half_free_wait(wg);
+            if constexpr (RB) { /* y apart from the stages; each buffer's first tile finds it free */
+                if (t >= first + 2 * step) half_free_wait(wg, yb);
+            } else if (t == first) {
+                consumers_sync();
+            } else {
+                half_free_wait(wg, 0);
+            }
             if constexpr (SW) { /* its own box: all the tile's positions, its 64 channels */
                 unsigned char *box = smem + lay.epi + wg * BN * BKB;
                 if (J.p.y_dtype == XCONV_DTYPE_BF16)
@@ -574,12 +619,14 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
                 else
                     swap_fill<XCONV_DTYPE_F16, BN>(acc[0], pre.bias, pre.bias2, bias != nullptr, box, tid);
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-                half_full_arrive(wg);
+                half_full_arrive(wg, 0);
                 continue;
             }
-            wg_half_fill<K, MT, BN>(acc, smem + lay.epi, J.p, pre, bias != nullptr, y_es, tid, 8 + wg);
+            wg_half_fill<K, MT, BN>(acc, smem + lay.epi + yb * lay.epi2, J.p, pre, bias != nullptr,
+                                    y_es, tid, 8 + wg);
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            half_full_arrive(wg);
+            half_full_arrive(wg, yb);
+            if constexpr (RB) yb ^= 1;
             continue;
         }
         if (t == first || lay.own_copy) consumers_sync();
@@ -656,6 +703,9 @@ int pick_cfg(const xconv_canon *p, bool swap_ok)
  * rn50_3x3_256 555 -> 419.) */
 struct wgmma_knobs {
     int nst, blocks;
+    int resb;  /* XCONV_WGMMA_RESB=0 leaves B out of residence (launch_tma's lay.resb) */
+    int trace; /* XCONV_WGMMA_TRACE=1: each TMA launch's tiles and shared-memory layout on
+                * stderr (which layouts a test or a bench ran) */
     int band; /* XCONV_WGMMA_BAND: -1 unset (launch_tma picks), else bands of that many m-tiles */
     int epi; /* XCONV_WGMMA_EPI: 0 the default, 1 "consumers" (no store warps), 2 "rows" (the
               * store warps' row copies even where y has a TMA view), 3 "whole" (TMA boxes, but
@@ -675,7 +725,9 @@ wgmma_knobs knobs_of()
                     : strcmp(ev, "whole") == 0     ? 3
                                                    : 0;
     const char *bv = getenv("XCONV_WGMMA_BAND"); /* -1 (unset): launch_tma picks */
+    const char *rv = getenv("XCONV_WGMMA_RESB");
     return wgmma_knobs{num("XCONV_WGMMA_NST", 3, 16), num("XCONV_WGMMA_BLOCKS", 1, 1 << 20),
+                       rv && rv[0] == '0' ? 0 : 1, num("XCONV_WGMMA_TRACE", 1, 1),
                        bv ? num("XCONV_WGMMA_BAND", 0, 1 << 20) : -1, epi};
 }
 
@@ -718,16 +770,23 @@ bool make_set(const xconv_canon *ps, int n, const xconv_exec *e, int bm, int bn,
  * more tiles than blocks, the fewer stages only cost (rn50_1x1_1024, 98 tiles: 325 -> 311).
  * (Before the producer warpgroup, when only nst - 2 stages were loaded ahead, the persistent
  * grid lost up to 30% on long reductions.) False when fewer than 3 stages fit. */
+/* Resident B is compiled for the 128 x 256 tiles only (the one-stage 1x1 layers' pick). */
+template <int MT, int BN, bool SW> constexpr bool rb_ok() { return !SW && MT == 1 && BN == 256; }
 template <kind K, int MT, int BN, bool SW>
-auto tma_kernel_for(bool multi)
+auto tma_kernel_for(bool multi, bool rb)
 {
-    if constexpr (SW) return wgmma_tma_kernel<K, MT, BN, false, true>;
-    else return multi ? wgmma_tma_kernel<K, MT, BN, true, false> : wgmma_tma_kernel<K, MT, BN, false, false>;
+    if constexpr (SW) {
+        return wgmma_tma_kernel<K, MT, BN, false, true, false>;
+    } else if constexpr (rb_ok<MT, BN, SW>()) {
+        if (rb) return wgmma_tma_kernel<K, MT, BN, false, false, true>;
+    }
+    return multi ? wgmma_tma_kernel<K, MT, BN, true, false, false> : wgmma_tma_kernel<K, MT, BN, false, false, false>;
 }
 template <kind K, int MT, int BN, bool SW = false>
 bool launch_tma(const tma_set &set, const xconv_exec *e, cudaStream_t stream, int persist)
 {
     constexpr int BM = 128 * MT, STAGE = (BM + BN) * BKB, STAGES = cfg<MT, BN>::stages;
+    constexpr int A_BYTES = BM * BKB;
     const xconv_canon &q = set.job[0].p;
     const int yes = (int)xconv_dtype_size(q.y_dtype);
     const int64_t es = (int64_t)xconv_dtype_size(q.x_dtype);
@@ -736,7 +795,7 @@ bool launch_tma(const tma_set &set, const xconv_exec *e, cudaStream_t stream, in
     int limit = 0;
     cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, q.device_index);
     const int room = limit - 2048; /* the mbarriers and the alignment */
-    auto kern = tma_kernel_for<K, MT, BN, SW>(set.count > 1);
+    auto kern = tma_kernel_for<K, MT, BN, SW>(set.count > 1, false);
     /* the persistent layout and how many of its blocks fit at once */
     tma_smem lay;
     const wgmma_knobs kn = knobs_of();
@@ -772,6 +831,26 @@ bool launch_tma(const tma_set &set, const xconv_exec *e, cudaStream_t stream, in
     lay.nst = (room - epi) / STAGE < want ? (room - epi) / STAGE : want;
     lay.epi = lay.nst * STAGE;
     lay.bars = (lay.epi + epi + 15) / 16 * 16;
+    lay.resb = lay.bres = lay.epi2 = 0;
+    /* One job whose tiles all read the same B (one group, one column tile) in one stage (a 1x1
+     * conv over at most 128 bytes of channels: rn50_1x1_256, whose 128 x 256 tiles moved 32 KiB
+     * of w per 16 KiB of x): B stays resident, the slots hold A only, and the room that frees
+     * takes a second y tile, so one tile is filled while the other's stores drain (y is most of
+     * the traffic there). Persistent grids only (the y tiles lie apart from the stages). */
+    if (rb_ok<MT, BN, SW>() && kn.resb != 0 && set.count == 1 && lay.wg_half && q.groups == 1 &&
+        q.cout_g <= BN && kt == 1) {
+        const int ytile = BM * BN * yes + 8 * BN; /* wg_half_fill's boxes and bias copies */
+        const int epi2 = (ytile + 1023) / 1024 * 1024, bbytes = (int)kt * BN * BKB;
+        const int nst = (room - bbytes - epi2 - ytile) / A_BYTES;
+        if (nst >= 3) {
+            lay.resb = 1, lay.epi2 = epi2;
+            lay.nst = nst < want ? nst : want;
+            lay.bres = lay.nst * A_BYTES;
+            lay.epi = lay.bres + bbytes;
+            lay.bars = (lay.epi + epi2 + ytile + 15) / 16 * 16;
+            kern = tma_kernel_for<K, MT, BN, SW>(false, true);
+        }
+    }
     int64_t slots = 0;
     if (lay.nst >= 3 && lay.bars + 2048 <= limit) {
         int per_sm = 0;
@@ -782,6 +861,8 @@ bool launch_tma(const tma_set &set, const xconv_exec *e, cudaStream_t stream, in
     if (persist < 0) persist = slots > 0 && set.tiles > slots;
     if (persist && slots == 0) return false;
     if (!persist) {
+        lay.resb = lay.bres = lay.epi2 = 0;
+        kern = tma_kernel_for<K, MT, BN, SW>(set.count > 1, false);
         lay.nst = kt < 3 ? 3 : kt < STAGES ? (int)kt : STAGES;
         lay.epi = 0;
         lay.bars = lay.nst * STAGE > epi ? lay.nst * STAGE : (epi + 15) / 16 * 16;
@@ -791,6 +872,10 @@ bool launch_tma(const tma_set &set, const xconv_exec *e, cudaStream_t stream, in
     cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     unsigned blocks = (unsigned)(persist && slots < set.tiles ? slots : set.tiles);
     if (persist && kn.blocks > 0 && (unsigned)kn.blocks < blocks) blocks = (unsigned)kn.blocks;
+    if (kn.trace)
+        fprintf(stderr, "wgmma_tma bm %d bn %d sw %d resb %d nst %d slot %d bres %d epi %d epi2 %d bars %d blocks %u tiles %lld\n",
+                BM, BN, (int)SW, lay.resb, lay.nst, lay.resb ? A_BYTES : STAGE, lay.bres, lay.epi, lay.epi2, lay.bars, blocks,
+                (long long)set.tiles);
     kern<<<blocks, TMA_THREADS, smem, stream>>>(set, (const char *)e->bias, (char *)e->y, yes, lay);
     return true;
 }

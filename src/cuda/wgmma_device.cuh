@@ -311,6 +311,11 @@ __device__ __forceinline__ void bulk_wait_read()
 {
     asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 }
+/* all but this thread's newest bulk group have read their shared memory */
+__device__ __forceinline__ void bulk_wait_read_but1()
+{
+    asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+}
 __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 /* One TMA store of a box of y (c: first channel, m: first position) from src, in this
  * thread's current bulk group. */
@@ -393,6 +398,10 @@ struct tma_smem {
                    * handed to its own store warp (wg_half_fill) */
     int band;     /* tiles numbered in bands of this many m-tiles, column tile fastest within a
                    * band (0: one band, m-tile fastest) */
+    int resb;     /* every tile of the launch reads the same B (one job, one group, one column
+                   * tile, one stage): B loaded once at bres, the slots hold A only, and the
+                   * y tile has a second buffer at epi + epi2 (wg_half only; the kernel's RB) */
+    int bres, epi2;
 };
 
 #if XCONV_WGMMA_ARCH

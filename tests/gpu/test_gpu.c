@@ -237,6 +237,11 @@ typedef enum shape_kind {
     SHAPE_F8,        /* fp8 conv with 64+ channels per group, both layouts: cuda.f8_bf16 */
 } shape_kind;
 
+/* Set while main draws SHAPE_WGMMA problems for cuda.igemm_wgmma's resident-B launches
+ * (launch_tma's lay.resb): 1x1 at stride 1, one group, 128 bytes of channels (one K stage,
+ * whole for the TMA im2col loads), so that every tile of a launch reads the same B. */
+static bool resb_shape;
+
 /* A random valid problem of the given shape kind. */
 static problem random_problem_once(shape_kind kind)
 {
@@ -255,7 +260,7 @@ static problem random_problem_once(shape_kind kind)
     const int64_t plane_ks = rnd() & 1 ? 3 : 5, plane_s = rnd_in(1, 2);
     /* a quarter of the wgmma problems 1x1 at stride 1 without padding (the 1x1 layers'
      * shape: one K stage per tap, tiles of few stages) */
-    const bool wg_plain = wg && rnd() % 4 == 0;
+    const bool wg_plain = wg && (resb_shape || rnd() % 4 == 0);
     static const xconv_dtype tc_dtypes[] = {XCONV_DTYPE_BF16, XCONV_DTYPE_F16, XCONV_DTYPE_I8,
                                             XCONV_DTYPE_U8, XCONV_DTYPE_F8E4M3, XCONV_DTYPE_F8E5M2};
     problem pb;
@@ -283,6 +288,7 @@ static problem random_problem_once(shape_kind kind)
             cin_g = r < 2 ? 8 * rnd_in(1, 8) : r == 2 ? 64 * rnd_in(1, 3) : 8 * rnd_in(9, 48);
             cout_g = rnd_in(0, 2) == 0 ? rnd_in(1, 64) : rnd_in(0, 1) ? rnd_in(65, 160)
                                                                      : rnd_in(161, 300);
+            if (resb_shape) g = 1, cout_g = 16 * rnd_in(1, 16); /* y rows of whole 16-byte pieces: TMA boxes */
         }
         if (kind == SHAPE_DECONV && rnd_in(0, 2) == 0) /* whole 128-byte blocks: the phases */
             cin_g = 64 * rnd_in(1, 3);                 /* in one launch of the TMA kernel */
@@ -366,6 +372,7 @@ static problem random_problem_once(shape_kind kind)
     static const xconv_dtype dw_dtypes[] = {XCONV_DTYPE_BF16, XCONV_DTYPE_F16, XCONV_DTYPE_F32};
     xconv_dtype xd = tc ? tc_dtypes[rnd() % 6] : (xconv_dtype)rnd_in(1, XCONV_DTYPE_COUNT - 1);
     if (wg) xd = tc_dtypes[rnd() % 4]; /* bf16, f16, i8, u8 */
+    if (resb_shape) cin_g = 128 / (int64_t)xconv_dtype_size(xd); /* one whole 128-byte block */
     if (dw && (cf_plane || (rnd() & 1))) xd = dw_dtypes[rnd() % 3]; /* the 16-byte and direct paths */
     static const xconv_dtype slide_dtypes[] = {XCONV_DTYPE_BF16, XCONV_DTYPE_F16, XCONV_DTYPE_F32,
                                                XCONV_DTYPE_I8, XCONV_DTYPE_U8};
@@ -952,6 +959,27 @@ int main(void)
                 unsetenv("XCONV_WGMMA_EPI");
             }
         }
+    /* cuda.igemm_wgmma's resident-B launches (one B tile for all of a launch's tiles, two y
+     * tiles in turn): persistent grids of 1-3 blocks, so that each block runs many tiles and
+     * both y buffers many times, two thirds on 128 x 256 tiles (the others take none);
+     * every other one with XCONV_WGMMA_RESB=0 (the same problems without residence) */
+    resb_shape = true;
+    for (int i = 0; i < wgmma_count / 2; i++) {
+        problem pb = random_problem(SHAPE_WGMMA);
+        /* mostly 128 x 256 tiles (the configuration it is compiled for), else the others */
+        const char cfg[2] = {(char)(i % 3 ? '0' : '1' + (i / 3) % 6), 0};
+        const char blocks[2] = {(char)('1' + i % 3), 0};
+        setenv("XCONV_WGMMA_CFG", cfg, 1);
+        setenv("XCONV_WGMMA_PERSIST", "1", 1);
+        setenv("XCONV_WGMMA_BLOCKS", blocks, 1);
+        if (i & 1) setenv("XCONV_WGMMA_RESB", "0", 1);
+        check_problem(&pb, (i & 2) ? FILL_REAL : FILL_EXACT);
+        unsetenv("XCONV_WGMMA_CFG");
+        unsetenv("XCONV_WGMMA_PERSIST");
+        unsetenv("XCONV_WGMMA_BLOCKS");
+        unsetenv("XCONV_WGMMA_RESB");
+    }
+    resb_shape = false;
     /* infinite weights over padding, on every engine that takes a float problem */
     for (int i = 0; i < special_count; i++) {
         problem pb = random_problem(i & 1 ? SHAPE_DEPTHWISE : i % 4 == 0 ? SHAPE_TC : SHAPE_ANY);
