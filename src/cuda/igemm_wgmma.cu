@@ -78,7 +78,7 @@
  * XCONV_WGMMA_RESB=0 leaves B out of residence; XCONV_WGMMA_TRACE=1 prints each TMA launch's
  * layout to stderr.
  *
- * Resident B (launch_tma's lay.resb, the kernel's RB, 128 x 256 tiles only): where every tile
+ * Resident B (the kernel's RB, chosen by launch_tma, 128 x 256 tiles only): where every tile
  * of a launch reads the same B (one job, one group, one column tile) in one K stage (a 1x1
  * conv over 128 bytes of channels), the producer loads B once onto its own mbarrier, the
  * pipeline slots hold A only, and the room freed holds a second y tile: each warpgroup fills
@@ -342,7 +342,7 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
     constexpr int TP = tile_dims<BM, BN, SW>::TP, TC = tile_dims<BM, BN, SW>::TC;
     static_assert(!SW || (MT == 1 && is_float && !MULTI), "swapped tiles: 128 channels, 16-bit floats, one job");
     static_assert(!RB || (!SW && !MULTI), "resident B: one job, tiles not swapped");
-    /* RB (lay.resb): B resident, slots of A only (a compile-time choice: a run-time one cost
+    /* RB: B resident, slots of A only (a compile-time choice: a run-time one cost
      * the other launches 2-5% on the H200) */
     constexpr int SLOT = RB ? A_BYTES : STAGE_BYTES;
     extern __shared__ unsigned char smem_raw[];
@@ -430,7 +430,7 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
     auto tile_free_arrive = [] { asm volatile("bar.arrive 3, %0;" ::"n"(EPI_THREADS) : "memory"); };
     auto tile_free_wait = [] { asm volatile("bar.sync 3, %0;" ::"n"(EPI_THREADS) : "memory"); };
     /* lay.wg_half: the same per warpgroup h and its store warp h, for y buffer b (b = 1 only
-     * with lay.resb's second buffer), on barriers 4 + 2h + 6b (full) and 5 + 2h + 6b (free);
+     * with RB's second buffer), on barriers 4 + 2h + 6b (full) and 5 + 2h + 6b (free);
      * 8 + h is the warpgroup's own (wg_half_fill's bias). */
     constexpr int HALF_THREADS = 128 + 32;
     auto half_full_arrive = [](int h, int b) { asm volatile("bar.arrive %0, %1;" ::"r"(4 + 2 * h + 6 * b), "n"(HALF_THREADS) : "memory"); };
@@ -456,13 +456,12 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
                         else bulk_wait_read();
                     }
                     __syncwarp();
-                    if constexpr (!RB) {
-                        if (t + step < ntile) half_free_arrive(h, 0);
-                        continue;
+                    if constexpr (RB) { /* two buffers: the previous tile's is free for the next */
+                        if (t != first && t + step < ntile) half_free_arrive(h, b ^ 1);
+                        b ^= 1;
+                    } else if (t + step < ntile) {
+                        half_free_arrive(h, 0);
                     }
-                    /* two buffers: the previous tile's is free for the next tile, if any */
-                    if (t != first && t + step < ntile) half_free_arrive(h, b ^ 1);
-                    b ^= 1;
                 }
                 if ((st & 31) == 0) bulk_wait_all();
                 return;
@@ -527,16 +526,9 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
             po0 = (int)(tp.g * q.cout_g + tp.o0);
         };
         start_tile();
-        if (RB && pt < ntile) { /* the launch's B tiles, once: (cb, k2, k1, k0) order */
-            mbar_expect(bfull, pgeo.kt * BN * BKB);
-            int s = 0;
-            for (int q0 = 0; q0 < pk[0]; q0++)
-                for (int q1 = 0; q1 < pk[1]; q1++)
-                    for (int q2 = 0; q2 < pk[2]; q2++)
-                        for (int c = 0; c < pgeo.cchunks; c++, s++)
-                            tma_load_b(sbase + lay.bres + s * BN * BKB, mb, bfull, c * CPB,
-                                       flip & 4 ? pk[2] - 1 - q2 : q2, flip & 2 ? pk[1] - 1 - q1 : q1,
-                                       flip & 1 ? pk[0] - 1 - q0 : q0, po0);
+        if (RB && pt < ntile) { /* the launch's one B tile (one tap, one channel block), once */
+            mbar_expect(bfull, BN * BKB);
+            tma_load_b(sbase + lay.bres, mb, bfull, 0, 0, 0, 0, po0);
         }
         while (pt < ntile) {
             if (pgeo.kt == 0) { /* bias only: nothing to load */
@@ -594,7 +586,7 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
         for (int kt = 0; kt < cg.kt; kt++) {
             mbar_wait(full + 8 * cs, cpar);
             const uint32_t sa = sbase + cs * SLOT; /* B: in the slot, or resident */
-            mma_stage<K, MT, BN>(acc, sa, RB ? (int)(sbase + lay.bres + kt * BN * BKB - sa) : A_BYTES, wg);
+            mma_stage<K, MT, BN>(acc, sa, RB ? (int)(sbase + lay.bres - sa) : A_BYTES, wg);
             asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
             if (held >= 0 && lead) mbar_arrive(empty + 8 * held);
             held = cs;
@@ -704,7 +696,7 @@ int pick_cfg(const xconv_canon *p, bool swap_ok)
  * rn50_3x3_256 555 -> 419.) */
 struct wgmma_knobs {
     int nst, blocks;
-    int resb;  /* XCONV_WGMMA_RESB=0 leaves B out of residence (launch_tma's lay.resb) */
+    int resb;  /* XCONV_WGMMA_RESB=0 leaves B out of residence (launch_tma's RB kernel) */
     int trace; /* XCONV_WGMMA_TRACE=1: each TMA launch's tiles and shared-memory layout on
                 * stderr (which layouts a test or a bench ran) */
     int band; /* XCONV_WGMMA_BAND: -1 unset (launch_tma picks), else bands of that many m-tiles */
@@ -832,7 +824,8 @@ bool launch_tma(const tma_set &set, const xconv_exec *e, cudaStream_t stream, in
     lay.nst = (room - epi) / STAGE < want ? (room - epi) / STAGE : want;
     lay.epi = lay.nst * STAGE;
     lay.bars = (lay.epi + epi + 15) / 16 * 16;
-    lay.resb = lay.bres = lay.epi2 = 0;
+    lay.bres = lay.epi2 = 0;
+    bool resb = false;
     /* One job whose tiles all read the same B (one group, one column tile) in one stage (a 1x1
      * conv over 128 bytes of channels: rn50_1x1_256, whose 128 x 256 tiles moved 32 KiB
      * of w per 16 KiB of x): B stays resident, the slots hold A only, and the room that frees
@@ -840,11 +833,11 @@ bool launch_tma(const tma_set &set, const xconv_exec *e, cudaStream_t stream, in
      * the traffic there). Persistent grids only (the y tiles lie apart from the stages). */
     if (rb_ok<MT, BN, SW>() && kn.resb != 0 && set.count == 1 && lay.wg_half && q.groups == 1 &&
         q.cout_g <= BN && kt == 1) {
-        const int ytile = BM * BN * yes + 8 * BN; /* wg_half_fill's boxes and bias copies */
-        const int epi2 = (ytile + 1023) / 1024 * 1024, bbytes = (int)kt * BN * BKB;
+        const int ytile = wg_half_bytes<BM, BN>(yes);
+        const int epi2 = (ytile + 1023) / 1024 * 1024, bbytes = BN * BKB;
         const int nst = (room - bbytes - epi2 - ytile) / A_BYTES;
         if (nst >= 3) {
-            lay.resb = 1, lay.epi2 = epi2;
+            resb = true, lay.epi2 = epi2;
             lay.nst = nst < want ? nst : want;
             lay.bres = lay.nst * A_BYTES;
             lay.epi = lay.bres + bbytes;
@@ -862,7 +855,7 @@ bool launch_tma(const tma_set &set, const xconv_exec *e, cudaStream_t stream, in
     if (persist < 0) persist = slots > 0 && set.tiles > slots;
     if (persist && slots == 0) return false;
     if (!persist) {
-        lay.resb = lay.bres = lay.epi2 = 0;
+        resb = false, lay.bres = lay.epi2 = 0;
         kern = tma_kernel_for<K, MT, BN, SW>(set.count > 1, false);
         lay.nst = kt < 3 ? 3 : kt < STAGES ? (int)kt : STAGES;
         lay.epi = 0;
@@ -875,7 +868,7 @@ bool launch_tma(const tma_set &set, const xconv_exec *e, cudaStream_t stream, in
     if (persist && kn.blocks > 0 && (unsigned)kn.blocks < blocks) blocks = (unsigned)kn.blocks;
     if (kn.trace)
         fprintf(stderr, "wgmma_tma bm %d bn %d sw %d resb %d nst %d slot %d bres %d epi %d epi2 %d bars %d blocks %u tiles %lld\n",
-                BM, BN, (int)SW, lay.resb, lay.nst, lay.resb ? A_BYTES : STAGE, lay.bres, lay.epi, lay.epi2, lay.bars, blocks,
+                BM, BN, (int)SW, (int)resb, lay.nst, resb ? A_BYTES : STAGE, lay.bres, lay.epi, lay.epi2, lay.bars, blocks,
                 (long long)set.tiles);
     kern<<<blocks, TMA_THREADS, smem, stream>>>(set, (const char *)e->bias, (char *)e->y, yes, lay);
     return true;

@@ -391,6 +391,10 @@ template <int BM, int BN, bool SW> struct tile_dims {
 
 /* Where a TMA kernel's shared memory goes: nst pipeline stages from 0, the epilogue's y tile
  * at epi (0: over the stages, for a block with one tile), the mbarriers at bars. */
+/* wg_half_fill's shared memory for one y tile (host and device): BM rows of BN y_es bytes in
+ * 128-byte boxes (tile_bytes<true>), then each warpgroup's copy of the bias (4-byte values) */
+template <int BM, int BN> constexpr int wg_half_bytes(int y_es) { return BM * BN * y_es + 2 * BN * 4; }
+
 struct tma_smem {
     int nst, epi, bars;
     int own_copy; /* measuring knob XCONV_WGMMA_EPI=consumers: no store warps */
@@ -398,10 +402,8 @@ struct tma_smem {
                    * handed to its own store warp (wg_half_fill) */
     int band;     /* tiles numbered in bands of this many m-tiles, column tile fastest within a
                    * band (0: one band, m-tile fastest) */
-    int resb;     /* every tile of the launch reads the same B (one job, one group, one column
-                   * tile, one stage): B loaded once at bres, the slots hold A only, and the
-                   * y tile has a second buffer at epi + epi2 (wg_half only; the kernel's RB) */
-    int bres, epi2;
+    int bres, epi2; /* the kernel's RB (every tile of the launch reads one B tile): B loaded
+                     * once at bres, and the y tile's second buffer at epi + epi2 */
 };
 
 #if XCONV_WGMMA_ARCH
