@@ -238,7 +238,7 @@ typedef enum shape_kind {
 } shape_kind;
 
 /* Set while main draws SHAPE_WGMMA problems for cuda.igemm_wgmma's resident-B launches
- * (launch_tma's lay.resb): 1x1 at stride 1, one group, 128 bytes of channels (one K stage,
+ * (the kernel's RB): 1x1 at stride 1, one group, 128 bytes of channels (one K stage,
  * whole for the TMA im2col loads), so that every tile of a launch reads the same B. */
 static bool resb_shape;
 
