@@ -19,7 +19,11 @@
  *     across x's pixels), whose zero weights past the run must not meet an Inf or NaN x;
  *   - both conventions and the dense, dense-innermost-rows and fully strided views;
  *   - 1, 2 and 3 threads, which must give the same bits; no byte outside y's elements
- *     written.
+ *     written;
+ *   - cpu.avx512bf16's runs of blocks that leave out the taps reading padding (rows of a
+ *     small map, planes of a 3-D conv, lines with no tap in x, runs by plane alone where
+ *     lines would make too many, strided and dilated): the runs each makes, its results,
+ *     and Inf or NaN weights or a bias of -0 turning the leaving out off.
  * bf16 inputs in the denormal range (which AMX flushes) must still meet the tolerance: the
  * engine sends them to the f32 kernels, checked with values scaled down to 2^-120.
  * Row mode's Inf and NaN inputs are checked the same way, and a bias of f32 denormals.
@@ -86,8 +90,27 @@ static const table_case CASES[] = {
     {"conv_transpose3d groups 2",
      CT, 3, 1, 24, 18, 2, {3, 4, 3}, {2, 3, 2}, {2, 1, 2}, {1, 1, 1}, {0, 1, 1}, {1, 0, 0}, {1, 0, 0}},
 };
+
+/* cpu.avx512bf16's runs (amx.h: blocks that leave out the taps reading only padding), each
+ * with the runs it must make */
+static const table_case RUN_CASES[] = {
+    {"conv2d 3x3 pad 1 over 7x7, 64 channels, 2 images: lines 0 and 6 leave out a kernel row",
+     CV, 2, 2, 64, 40, 1, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}},
+    {"conv3d 3x3x3 pad 1 over 4x5x6, 32 channels: runs by plane and line",
+     CV, 3, 1, 32, 17, 1, {4, 5, 6}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0}},
+    {"conv2d 3x3 pad 3 over 2x3, 32 channels: lines with no tap in x (y = bias)",
+     CV, 2, 1, 32, 9, 1, {2, 3}, {3, 3}, {1, 1}, {1, 1}, {3, 3}, {3, 3}, {0}},
+    {"conv3d 5x3x3 pad 2:1:1 over 22x5x4, 32 channels: too many runs by line, runs by plane",
+     CV, 3, 1, 32, 5, 1, {22, 5, 4}, {5, 3, 3}, {1, 1, 1}, {1, 1, 1}, {2, 1, 1}, {2, 1, 1}, {0}},
+    {"conv2d 3x3 stride 2 dilation 2 pad 2 over 9x10, 40 channels (copied, padded to steps)",
+     CV, 2, 1, 40, 20, 1, {9, 10}, {3, 3}, {2, 2}, {2, 2}, {2, 2}, {2, 2}, {0}},
+    {"conv2d 3x3 pad 1 over 40x40, 32 channels: runs would save under 3%, blocks of 32 outputs",
+     CV, 2, 1, 32, 8, 1, {40, 40}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}},
+};
+static const int RUNS_WANTED[] = {3, 12, 6, 5, 3, 0};
 /* clang-format on */
 #define NCASES ((int)(sizeof CASES / sizeof CASES[0]))
+#define NRUN_CASES ((int)(sizeof RUN_CASES / sizeof RUN_CASES[0]))
 
 static const xconv_dtype PAIRS[][2] = {
     {XCONV_DTYPE_BF16, XCONV_DTYPE_BF16},     {XCONV_DTYPE_BF16, XCONV_DTYPE_F32},
@@ -276,6 +299,45 @@ static void check_scan(void)
     }
 }
 
+/* cpu.avx512bf16's runs for a case in bf16 channels-last, from its canonical problem. */
+static int vec_runs_of(const table_case *c)
+{
+    tu_problem p;
+    memset(&p, 0, sizeof p);
+    CASE_GEOMETRY(&p, c);
+    p.layout = XCONV_LAYOUT_CHANNELS_LAST, p.xdt = p.ydt = XCONV_DTYPE_BF16;
+    tu_problem_finish(&p);
+    int64_t xs[XCONV_MAX_RANK], ws[XCONV_MAX_RANK], bs[1], ys[XCONV_MAX_RANK];
+    tu_shapes(&p, xs, ws, bs, ys);
+    xconv_tensor x = tu_alloc(p.xdt, c->d + 2, xs, 0), w = tu_alloc(p.xdt, c->d + 2, ws, 0);
+    xconv_tensor y = tu_alloc(p.ydt, c->d + 2, ys, 0);
+    const xconv_params q = tu_params(&p);
+    xconv_canon canon;
+    xconv__normalize(&q, &x, &w, NULL, &y, &canon);
+    canon.threads = 2;
+    const int runs = xconv__amx_vec_runs(&canon);
+    free(x.data), free(w.data), free(y.data);
+    return runs;
+}
+
+/* cpu.avx512bf16's runs: the blocks each case must make, its table against cpu.ref, and the
+ * padding terms its blocks leave out: Inf and NaN weights and a bias of -0 must turn that
+ * off (engine_check.h's check_padding_terms, bf16). */
+static void check_runs(void)
+{
+    for (int ci = 0; ci < NRUN_CASES; ci++) {
+        const int runs = vec_runs_of(&RUN_CASES[ci]);
+        XT_CHECK(runs == RUNS_WANTED[ci], "%s: cpu.avx512bf16 made %d runs, expected %d",
+                 RUN_CASES[ci].name, runs, RUNS_WANTED[ci]);
+    }
+    tu_rng r = {0x5eed7a11c0ffee01ull};
+    check_engine_table(CTX, "cpu.avx512bf16", RUN_CASES, NRUN_CASES, PAIRS, NFLOAT_PAIRS, table_view,
+                       TV_NAMES, TV_COUNT, 0, false, &r);
+    for (int ci = 0; ci < NRUN_CASES; ci++)
+        for (int kind = 0; kind < 3; kind++)
+            check_padding_terms(CTX, "cpu.avx512bf16", &RUN_CASES[ci], XCONV_DTYPE_BF16, kind, &r);
+}
+
 /* Every check of an engine the CPU runs, over the dtype pairs it serves. */
 static void check_engine(const char *engine, int npairs)
 {
@@ -304,6 +366,7 @@ int main(void)
         check_absent("cpu.avx512bf16", "AVX512-BF16");
     } else {
         check_engine("cpu.avx512bf16", NFLOAT_PAIRS);
+        check_runs();
     }
     for (int t = 1; t <= 3; t++) xconv_context_destroy(CTX[t]);
     return xt_finish("test_amx");

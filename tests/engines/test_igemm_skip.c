@@ -69,96 +69,6 @@ static const xconv_dtype PAIRS[][2] = {
 };
 #define NPAIRS ((int)(sizeof PAIRS / sizeof PAIRS[0]))
 
-static void setup(tu_problem *p, const table_case *c, xconv_layout L, xconv_dtype xdt,
-                  xconv_dtype ydt, bool bias)
-{
-    memset(p, 0, sizeof *p);
-    CASE_GEOMETRY(p, c);
-    p->layout = L, p->has_bias = bias, p->xdt = xdt, p->ydt = ydt;
-    tu_problem_finish(p);
-}
-
-/*
- * Terms that are not exact zeros, channels-last dense, the skip's dtypes: kind 0 puts an Inf
- * weight on the first tap of the kernel (0 * Inf = NaN wherever that tap is in the padding),
- * kind 1 a NaN there, kind 2 x = -0 everywhere with positive weights and a bias of -0 (cpu.ref:
- * -0 at the positions whose taps are all in x, +0 where a padding term +0 joins). Kinds 0
- * and 1 are compared within tolerance (NaN where cpu.ref has NaN), kind 2 bit for bit; each
- * per execute (1-3 threads) and with the weights packed once.
- */
-static void run_special(const table_case *c, xconv_dtype dt, int kind, tu_rng *r)
-{
-    tu_problem p;
-    setup(&p, c, XCONV_LAYOUT_CHANNELS_LAST, dt, dt, kind == 2);
-    int64_t xs[XCONV_MAX_RANK], ws[XCONV_MAX_RANK], bs[1], ys[XCONV_MAX_RANK];
-    tu_shapes(&p, xs, ws, bs, ys);
-    const int rank = c->d + 2;
-    xconv_tensor x = tu_alloc(dt, rank, xs, 0xA5), w = tu_alloc(dt, rank, ws, 0xA5);
-    xconv_tensor b = tu_alloc(dt, 1, bs, 0xA5), yr = tu_alloc(dt, rank, ys, 0xA5);
-    fill_all(&x, r), fill_all(&w, r), fill_all(&b, r);
-    const int64_t nw = tu_numel(rank, ws);
-    if (kind == 2) {
-        tu_val nz = {0, -0.0, tu_is_complex(dt) ? -0.0 : 0.0};
-        for (int64_t i = 0; i < tu_numel(rank, xs); i++) tu_store(dt, x.data, i, nz);
-        for (int64_t i = 0; i < nw; i++) {
-            tu_val v = tu_load(dt, w.data, i);
-            v.re = fabs(v.re) + 0.25, v.im = fabs(v.im) + 0.25;
-            tu_store(dt, w.data, i, v);
-        }
-        for (int64_t i = 0; i < p.cout; i++) tu_store(dt, b.data, i, nz);
-    } else {
-        /* w [Cout, K..., Cin/g] channels-last: element (o, k = 0, c) of every o, c */
-        const int64_t kk = tu_numel(c->d, c->k), cin_g = p.cin / p.groups;
-        const double special = kind == 0 ? INFINITY : NAN;
-        for (int64_t o = 0; o < p.cout; o += 3)
-            for (int64_t ch = 0; ch < cin_g; ch += 5) {
-                tu_val v = {0, special, 0.0};
-                tu_store(dt, w.data, o * kk * cin_g + ch, v);
-            }
-    }
-    char desc[200], label[320];
-    tu_describe(&p, desc, sizeof desc);
-    snprintf(label, sizeof label, "%s: %s, %s", c->name, desc,
-             kind == 0 ? "Inf weights" : kind == 1 ? "NaN weights" : "x -0, bias -0");
-    xconv_error err;
-    const char *used;
-    xconv_status st = tu_conv(CTX[1], &p, &x, &w, &b, &yr, "cpu.ref", &used, &err);
-    XT_CHECK(st == XCONV_STATUS_OK, "%s [cpu.ref]: %s", label, err.description);
-    double *mag = malloc(sizeof(double) * (size_t)tu_ycount(&p));
-    tu_val *exact = malloc(sizeof(tu_val) * (size_t)tu_ycount(&p));
-    tu_ref_conv(&p, &x, &w, &b, exact, mag);
-    free(exact);
-    const size_t nb = view_bytes(&yr);
-    xconv_tensor y = yr;
-    y.data = malloc(nb);
-    for (int t = 1; t <= 4; t++) {
-        memset(y.data, 0xA5, nb);
-        if (t <= 3) {
-            st = tu_conv(CTX[t], &p, &x, &w, &b, &y, "cpu.igemm", &used, &err);
-        } else { /* weights packed once, at plan creation */
-            xconv_params q = tu_params(&p);
-            xconv_plan_options o = {.engine = "cpu.igemm", .constant_weights = true};
-            xconv_plan *plan = NULL;
-            st = xconv_plan_create(CTX[2], &q, &x, &w, p.has_bias ? &b : NULL, &y, &o, &plan, &err);
-            if (st == XCONV_STATUS_OK)
-                st = xconv_plan_execute(plan, x.data, NULL, p.has_bias ? b.data : NULL, y.data,
-                                        NULL, 0, &err);
-            xconv_plan_destroy(plan);
-        }
-        XT_CHECK(st == XCONV_STATUS_OK, "%s [cpu.igemm, run %d]: %s", label, t, err.description);
-        if (kind == 2) {
-            XT_CHECK(memcmp(y.data, yr.data, nb) == 0, "%s (run %d): bits differ from cpu.ref",
-                     label, t);
-        } else {
-            const int64_t bad = compare_outputs(&p, &y, &yr, mag, label);
-            XT_CHECK(bad == 0, "%s (run %d): %" PRId64 " elements differ from cpu.ref", label, t,
-                     bad);
-        }
-    }
-    free(mag), free(y.data);
-    free(x.data), free(w.data), free(b.data), free(yr.data);
-}
-
 int main(void)
 {
     for (int t = 1; t <= 3; t++) {
@@ -172,7 +82,8 @@ int main(void)
                                          XCONV_DTYPE_C128};
     for (int ci = 0; ci < NCASES; ci++)
         for (int fi = 0; fi < 4; fi++)
-            for (int kind = 0; kind < 3; kind++) run_special(&CASES[ci], FLOATS[fi], kind, &r);
+            for (int kind = 0; kind < 3; kind++)
+                check_padding_terms(CTX, "cpu.igemm", &CASES[ci], FLOATS[fi], kind, &r);
     for (int t = 1; t <= 3; t++) xconv_context_destroy(CTX[t]);
     return xt_finish("test_igemm_skip");
 }

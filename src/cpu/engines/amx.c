@@ -94,6 +94,99 @@ static int64_t tr_taps(const xconv_canon *p, int d, int64_t r, int64_t *taps, in
     return count;
 }
 
+/* Rows cpu.avx512bf16's block of `rows` outputs computes: groups of 12, 8 or 4 (amx_vec.c). */
+static int64_t vec_block_rows(int64_t rows)
+{
+    int64_t done = 0;
+    for (; rows > 0; rows -= rows > 8 ? 12 : rows > 4 ? 8 : 4) done += rows > 8 ? 12 : rows > 4 ? 8 : 4;
+    return done;
+}
+
+/* Rows computed for `rows` outputs in blocks of 32. */
+static int64_t vec_run_rows(int64_t rows) { return rows / 32 * 32 + vec_block_rows(rows % 32); }
+
+/* Conv along dim d: the kernel indices [*lo, *hi] with which output u reads inside x (the
+ * others read padding; *lo > *hi: none). */
+static void tap_range(const xconv_canon *p, int d, int64_t u, int64_t *lo, int64_t *hi)
+{
+    const int64_t pos = u * p->stride[d] - p->pad_lo[d], t = p->dil[d], last = p->x_size[d] - 1 - pos;
+    *lo = pos >= 0 ? 0 : (-pos + t - 1) / t;
+    *hi = last < 0 ? -1 : last / t < p->k_size[d] - 1 ? last / t : p->k_size[d] - 1;
+}
+
+/* Runs of outputs u along dim d (m of them) with the same tap range: their starts, counts
+ * and ranges into the arrays, the number of runs returned (AMX_MAX_RUNS + 1: too many). */
+static int dim_runs(const xconv_canon *p, int d, int64_t m, int64_t *start, int64_t *len, int64_t *lo, int64_t *hi)
+{
+    int n = 0;
+    for (int64_t u = 0; u < m; u++) {
+        int64_t a, b;
+        tap_range(p, d, u, &a, &b);
+        if (n && lo[n - 1] == a && hi[n - 1] == b) {
+            len[n - 1]++;
+            continue;
+        }
+        if (n == AMX_MAX_RUNS) return AMX_MAX_RUNS + 1;
+        start[n] = u, len[n] = 1, lo[n] = a, hi[n] = b, n++;
+    }
+    return n;
+}
+
+/* cpu.avx512bf16's conv blocks in runs (amx_run), where the taps they leave out outweigh the
+ * partial blocks the runs add by 3% or more; sets q->row_waste either way. Runs of lines
+ * by both outer dims where there are at most AMX_MAX_RUNS of them, else by dim 0 alone. */
+static void vec_runs(const xconv_canon *p, amx_geom *q)
+{
+    q->nruns = 0;
+    q->row_waste = 0;
+    if (!q->vec || p->op != XCONV_OP_CONV || q->nsub != 1) return;
+    amx_sub *sb = &q->sub[0];
+    const int64_t taps_all = sb->ntaps, k2 = q->row ? 1 : p->k_size[2], m2 = sb->m[2];
+    const double plain = (double)vec_run_rows(sb->count) * (double)taps_all;
+    q->row_waste = plain / ((double)sb->count * (double)taps_all);
+    if (q->direct || sb->m[0] > 1 << 16 || sb->m[1] > 1 << 16) return;
+    int64_t s0[AMX_MAX_RUNS], n0[AMX_MAX_RUNS], lo0[AMX_MAX_RUNS], hi0[AMX_MAX_RUNS];
+    int64_t s1[AMX_MAX_RUNS], n1[AMX_MAX_RUNS], lo1[AMX_MAX_RUNS], hi1[AMX_MAX_RUNS];
+    const int r0 = dim_runs(p, 0, sb->m[0], s0, n0, lo0, hi0);
+    int r1 = dim_runs(p, 1, sb->m[1], s1, n1, lo1, hi1);
+    if (r0 > AMX_MAX_RUNS) return;
+    if (r1 > AMX_MAX_RUNS || (r1 > 1 && sb->m[0] * r1 > AMX_MAX_RUNS)) {
+        r1 = 1, s1[0] = 0, n1[0] = sb->m[1], lo1[0] = 0, hi1[0] = p->k_size[1] - 1;  /* dim 0 alone */
+    }
+    /* lines in raster order: with one run along dim 1, a dim-0 run is one run of lines; else
+     * each line of dim 0 takes dim 1's runs in turn */
+    amx_run run[AMX_MAX_RUNS];
+    int n = 0;
+    for (int a = 0; a < r0; a++) {
+        const int64_t reps = r1 == 1 ? 1 : n0[a];
+        for (int64_t i = 0; i < reps; i++)
+            for (int b = 0; b < r1; b++) {
+                if (n == AMX_MAX_RUNS) return;
+                amx_run *rn = &run[n++];
+                const int64_t u0 = s0[a] + i;
+                rn->i0 = (u0 * sb->m[1] + s1[b]) * m2;
+                rn->rows = (r1 == 1 ? n0[a] : 1) * n1[b] * m2;
+                rn->klo[0] = lo0[a], rn->khi[0] = hi0[a], rn->klo[1] = lo1[b], rn->khi[1] = hi1[b];
+            }
+    }
+    double work = 0;
+    int64_t blocks = 0;
+    for (int i = 0; i < n; i++) {
+        amx_run *rn = &run[i];
+        const int64_t t0 = rn->khi[0] - rn->klo[0] + 1, t1 = rn->khi[1] - rn->klo[1] + 1;
+        const int64_t taps = t0 > 0 && t1 > 0 ? t0 * t1 * k2 : 0;
+        work += (double)vec_run_rows(rn->rows) * (double)taps;
+        rn->b0 = blocks;
+        blocks += (rn->rows + 31) / 32;
+    }
+    if (work > 0.97 * plain) return;
+    memcpy(q->run, run, (size_t)n * sizeof *run);
+    q->nruns = n;
+    q->blocks += blocks - sb->blocks;
+    sb->blocks = blocks;
+    q->row_waste = work / ((double)sb->count * (double)taps_all);
+}
+
 /* The subs, and their taps into `taps` when it is not NULL (same enumeration either way). */
 static void amx_subs(const xconv_canon *p, amx_geom *q, amx_tap *taps)
 {
@@ -120,6 +213,7 @@ static void amx_subs(const xconv_canon *p, amx_geom *q, amx_tap *taps)
                     }
                     taps[count].kk = (k0 * K1 + k1) * K2t + k2;
                     taps[count].pos = plane * q->plane + off;
+                    taps[count].k[0] = (int32_t)k0, taps[count].k[1] = (int32_t)k1;
                 }
         sb->ntaps = count;
     } else {
@@ -144,6 +238,7 @@ static void amx_subs(const xconv_canon *p, amx_geom *q, amx_tap *taps)
                             for (int64_t c = 0; c < nk[2]; c++, count++) {
                                 if (!taps) continue;
                                 taps[count].kk = (kt[0][a] * K1 + kt[1][b]) * K2 + kt[2][c];
+                                taps[count].k[0] = (int32_t)kt[0][a], taps[count].k[1] = (int32_t)kt[1][b];
                                 taps[count].pos = ((ko[0][a] + q->lo[0]) * q->q[1] +
                                                    ko[1][b] + q->lo[1]) * q->q[2] +
                                                   ko[2][c] + q->lo[2];
@@ -159,6 +254,7 @@ static void amx_subs(const xconv_canon *p, amx_geom *q, amx_tap *taps)
         q->blocks += sb->blocks;
     }
     q->ntaps = count;
+    vec_runs(p, q);
 }
 
 /* conv_transpose's padding of x per dim: lo[d] zero rows before it so that no tap's offset
@@ -339,6 +435,13 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q, bool vec)
     q->ok = true;
 }
 
+int xconv__amx_vec_runs(const xconv_canon *p)
+{
+    amx_geom q;
+    amx_geom_of(p, &q, true);
+    return q.ok ? q.nruns : -1;
+}
+
 static bool amx_supports_as(const xconv_canon *p, const char **why_not, bool vec)
 {
     amx_geom q;
@@ -366,7 +469,7 @@ static double amx_cost_as(const xconv_canon *p, bool vec)
     const double real = (double)xconv__prod3(p->y_size), virt = (double)q.blocks * 32.0;
     const double red = (double)p->cin_g * (q.row ? (double)p->k_size[2] : 1.0);
     const double waste = (double)q.cp / red * ((double)q.panels * 32.0 / (double)p->cout_g) *
-                         (virt > real ? virt / real : 1.0);
+                         (q.row_waste > 0 ? q.row_waste : virt > real ? virt / real : 1.0);
     const double rate = vec ? 0.055 : q.kind == AMX_BF16 ? 0.012 : 0.008;
     const double moved =
         q.direct ? 0.0 : (double)p->n * (double)q.image * (double)q.row_bytes / (double)q.es;
@@ -472,6 +575,7 @@ static void store_block(const amx_task *t, const amx_rows *br, int64_t g, int64_
 typedef struct amx_unit {
     int64_t        g, panel, c0, gp, nl, v0, rows;
     const amx_sub *sb;
+    const amx_run *run;  /* its block's run (NULL: blocks 32 outputs apart) */
 } amx_unit;
 
 /* Panels in the L2 group starting at panel c0 (q->wide, or fewer at the end). */
@@ -492,6 +596,19 @@ static void unit_at(const amx_task *t, int64_t unit, amx_unit *u)
     int64_t b = blk % q->blocks, si = 0;
     while (b >= q->sub[si].blocks) b -= q->sub[si].blocks, si++;
     u->sb = &q->sub[si];
+    u->run = NULL;
+    if (q->nruns) { /* the last run starting at or before block b */
+        int lo = 0, hi = q->nruns - 1;
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) / 2;
+            if (q->run[mid].b0 <= b) lo = mid;
+            else hi = mid - 1;
+        }
+        const amx_run *rn = u->run = &q->run[lo];
+        u->v0 = rn->i0 + (b - rn->b0) * 32;
+        u->rows = rn->i0 + rn->rows - u->v0 < 32 ? rn->i0 + rn->rows - u->v0 : 32;
+        return;
+    }
     const int64_t total = q->vec ? u->sb->count : u->sb->vcount;
     u->v0 = b * 32, u->rows = total - u->v0 < 32 ? total - u->v0 : 32;
 }
@@ -586,14 +703,21 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
         }
         const char *wpanel = t->blob + AMX_BLOB_HEADER + (size_t)(u->gp * q->wtaps) * q->tap_bytes;
         const char **bt = a + u->sb->ntaps;
+        /* a run's block leaves out the taps that read padding for all of its rows: x * 0
+         * terms, exact zeros for finite weights (t->skip) */
+        const amx_run *rn = t->skip ? u->run : NULL;
+        int64_t ntaps = 0;
         for (int64_t i = 0; i < u->sb->ntaps; i++) {
             const amx_tap *tp = &t->taps[u->sb->tap0 + i];
-            a[i] = image + (size_t)(tp->pos + (q->vec ? 0 : u->v0)) * q->row_bytes;
-            bt[i] = wpanel + (size_t)tp->kk * q->tap_bytes;
+            if (rn && (tp->k[0] < rn->klo[0] || tp->k[0] > rn->khi[0] || tp->k[1] < rn->klo[1] ||
+                       tp->k[1] > rn->khi[1]))
+                continue;
+            a[ntaps] = image + (size_t)(tp->pos + (q->vec ? 0 : u->v0)) * q->row_bytes;
+            bt[ntaps++] = wpanel + (size_t)tp->kk * q->tap_bytes;
         }
         char *c = sl + (size_t)(run & 1) * 4096;
         const amx_block_args k = {
-            .ntaps = u->sb->ntaps,
+            .ntaps = ntaps,
             .ksteps = q->ksteps,
             .a = a,
             .b = bt,
@@ -752,8 +876,8 @@ static int fold_emax(const int *emax, int count)
 }
 
 /* The bias as each panel's initial C rows: 16 copies of its 32 values. Returns whether a
- * float bias value is an f32 denormal. */
-static bool bias_tiles(const xconv_exec *e, const amx_geom *q, char *dst)
+ * float bias value is an f32 denormal; *neg_zero: whether one is -0. */
+static bool bias_tiles(const xconv_exec *e, const amx_geom *q, char *dst, bool *neg_zero)
 {
     const xconv_canon *p = e->p;
     const int64_t bes = (int64_t)xconv_dtype_size(p->bias_dtype);
@@ -771,6 +895,7 @@ static bool bias_tiles(const xconv_exec *e, const amx_geom *q, char *dst)
                 uint32_t b;
                 memcpy(&b, tile + i * 4, 4);
                 tiny |= (b & 0x7f800000u) == 0 && (b & 0x7fffffu) != 0;
+                *neg_zero |= b == 0x80000000u;
             }
         }
     return tiny;
@@ -800,10 +925,14 @@ static xconv_status amx_run_as(const xconv_exec *e, xconv_error *err, bool vec)
     const int threads = xconv_context_threads(e->ctx);
 
     /* a bias in the denormal range would be flushed from the tiles' initial value */
-    if (p->has_bias && bias_tiles(e, &q, ws + q.bias) && q.kind == AMX_BF16) goto fallback;
+    bool neg_zero = false;
+    if (p->has_bias && bias_tiles(e, &q, ws + q.bias, &neg_zero) && q.kind == AMX_BF16) goto fallback;
     amx_tap *taps = (amx_tap *)(void *)(ws + q.taps);
     amx_subs(p, &q, taps);
     t.taps = taps;
+    /* the taps a run's blocks leave out add x = 0 times w: exact zeros for finite weights,
+     * which change no sum but one that starts at a bias of -0 (-0 + +0 is +0) */
+    t.skip = q.nruns > 0 && w_head[1] != 255 && !neg_zero;
     t.scan = scan && q.direct;
     const bool lean = lean_blocks(p, &q);
     t.pos_lo = t.pos_hi = 0;

@@ -97,10 +97,29 @@ typedef struct amx_sub {
 } amx_sub;
 
 /* A tap of a sub: its packed weights (kernel index kk) and where its A rows start, in
- * positions from the image's first (plane and offset within it). */
+ * positions from the image's first (plane and offset within it); k: its kernel index in
+ * dims 0 and 1 (conv; what amx_run's ranges are checked against). */
 typedef struct amx_tap {
     int64_t kk, pos;
+    int32_t k[2];
 } amx_tap;
+
+/* cpu.avx512bf16's blocks for conv with padding in the outer dims: the outputs in raster
+ * order split into runs of whole lines (u0, u1) whose taps read x for the same kernel
+ * indices k[d] in [klo[d], khi[d]] of dims 0 and 1 (all others read the zero padding), and
+ * each run into blocks of up to 32 outputs, so that a block leaves out the taps that read
+ * padding for all of its rows: rn50_3x3_512's 7 x 7 outputs, lines 0 and 6 a third of their
+ * taps; a 3-D conv's first and last planes. */
+#define AMX_MAX_RUNS 64
+
+/* The runs cpu.avx512bf16 puts p's blocks in (0: none, blocks 32 outputs apart; -1: it does
+ * not take p): for the tests. */
+int xconv__amx_vec_runs(const xconv_canon *p);
+typedef struct amx_run {
+    int64_t i0, rows;  /* its first output (raster index in the image) and outputs */
+    int64_t b0;        /* its first block */
+    int64_t klo[2], khi[2];
+} amx_run;
 
 typedef struct amx_geom {
     bool        ok;
@@ -128,6 +147,10 @@ typedef struct amx_geom {
     int64_t     nsub, ntaps;
     amx_sub     sub[AMX_MAX_SUBS];
     int64_t     blocks;        /* per image, over all subs */
+    int         nruns;         /* vec conv: blocks in runs (amx_run); 0: 32 outputs apart */
+    amx_run     run[AMX_MAX_RUNS];
+    double      row_waste;     /* vec conv: rows x taps its blocks compute over the
+                                * outputs' (cost); 0: from the blocks' virtual rows */
     int64_t     chunk_n;       /* images per chunk of the copy */
     size_t      tap_bytes;     /* packed weights of one (group, panel, tap) */
     int         store;         /* amx_store: how y is written */
@@ -156,6 +179,7 @@ typedef struct amx_task {
                                      * and largest exponent (xconv__amx_bf16_scan) */
     bool              scan;         /* x read in place is scanned by the blocks */
     uint16_t          f8[256];      /* f8 x: each byte's value in bf16 (exact) */
+    bool              skip;         /* runs' blocks leave out their padding taps (finite w) */
     int64_t           pos_lo, pos_hi; /* the taps' smallest and largest A row offsets */
     void             *left;         /* the threads' ranges of units (xconv__take_unit) */
     int               nthreads;

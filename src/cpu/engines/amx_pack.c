@@ -186,6 +186,19 @@ static void copy_pixels(const amx_task *t, int64_t n, int64_t x0, int64_t x1, ch
         xconv__amx_bf16_scan((const uint16_t *)(const void *)d, (b - a) * cin * q->red, emin, emax);
 }
 
+/* The values past a group's channels up to the tile step, which meet the weights' zero rows:
+ * bf16 -0, whose products with +0 are -0, which leaves every sum as it is (+0 would turn a
+ * sum of -0, from a bias of -0, into +0, where cpu.ref keeps -0); bytes 0. */
+static void pad_channels(const amx_geom *q, char *d, int64_t count)
+{
+    if (q->kind != AMX_BF16) {
+        memset(d, 0, (size_t)(count * q->es));
+        return;
+    }
+    const uint16_t neg_zero = 0x8000;
+    for (int64_t i = 0; i < count; i++) memcpy(d + 2 * i, &neg_zero, 2);
+}
+
 void xconv__amx_copy_segment(const amx_task *t, int64_t line, int64_t ua, int64_t ub, int slot)
 {
     const amx_geom *q = t->q;
@@ -248,7 +261,7 @@ void xconv__amx_copy_segment(const amx_task *t, int64_t line, int64_t ua, int64_
                     take_values(t, p->x_dtype, sg, p->x_sc, d, p->cin_g);
                 if (scan || q->red == 4)
                     xconv__amx_bf16_scan((const uint16_t *)(const void *)d, p->cin_g * q->red, &emin, &emax);
-                memset(d + p->cin_g * q->red * q->es, 0, (size_t)((q->cp - p->cin_g * q->red) * q->es));
+                pad_channels(q, d + p->cin_g * q->red * q->es, q->cp - p->cin_g * q->red);
             }
         }
     }
