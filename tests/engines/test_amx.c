@@ -22,8 +22,10 @@
  *     written;
  *   - cpu.avx512bf16's runs of blocks that leave out the taps reading padding (rows of a
  *     small map, planes of a 3-D conv, lines with no tap in x, runs by plane alone where
- *     lines would make too many, strided and dilated): the runs each makes, its results,
- *     and Inf or NaN weights or a bias of -0 turning the leaving out off.
+ *     lines would make too many, strided and dilated), and its reading of padded or strided
+ *     x in place through tables of each tap's rows (groups: tables per group): the runs each
+ *     makes, which reads x in place, its results, and Inf or NaN weights or a bias of -0
+ *     turning the leaving out off.
  * bf16 inputs in the denormal range (which AMX flushes) must still meet the tolerance: the
  * engine sends them to the f32 kernels, checked with values scaled down to 2^-120.
  * Row mode's Inf and NaN inputs are checked the same way, and a bias of f32 denormals.
@@ -94,20 +96,27 @@ static const table_case CASES[] = {
 /* cpu.avx512bf16's runs (amx.h: blocks that leave out the taps reading only padding), each
  * with the runs it must make */
 static const table_case RUN_CASES[] = {
-    {"conv2d 3x3 pad 1 over 7x7, 64 channels, 2 images: lines 0 and 6 leave out a kernel row",
-     CV, 2, 2, 64, 40, 1, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}},
+    {"conv2d 3x3 pad 1 over 7x7, 128 channels, 2 images: lines 0 and 6 leave out a kernel row",
+     CV, 2, 2, 128, 40, 1, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}},
     {"conv3d 3x3x3 pad 1 over 4x5x6, 32 channels: runs by plane and line",
      CV, 3, 1, 32, 17, 1, {4, 5, 6}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0}},
-    {"conv2d 3x3 pad 3 over 2x3, 32 channels: lines with no tap in x (y = bias)",
-     CV, 2, 1, 32, 9, 1, {2, 3}, {3, 3}, {1, 1}, {1, 1}, {3, 3}, {3, 3}, {0}},
+    {"conv2d 3x3 pad 3 over 2x3, 128 channels: lines with no tap in x (y = bias)",
+     CV, 2, 1, 128, 9, 1, {2, 3}, {3, 3}, {1, 1}, {1, 1}, {3, 3}, {3, 3}, {0}},
     {"conv3d 5x3x3 pad 2:1:1 over 22x5x4, 32 channels: too many runs by line, runs by plane",
      CV, 3, 1, 32, 5, 1, {22, 5, 4}, {5, 3, 3}, {1, 1, 1}, {1, 1, 1}, {2, 1, 1}, {2, 1, 1}, {0}},
     {"conv2d 3x3 stride 2 dilation 2 pad 2 over 9x10, 40 channels (copied, padded to steps)",
      CV, 2, 1, 40, 20, 1, {9, 10}, {3, 3}, {2, 2}, {2, 2}, {2, 2}, {2, 2}, {0}},
     {"conv2d 3x3 pad 1 over 40x40, 32 channels: runs would save under 3%, blocks of 32 outputs",
      CV, 2, 1, 32, 8, 1, {40, 40}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}},
+    {"conv2d 3x3 stride 2 pad 1 over 9x8, groups 2 of 128 channels: one block, tables per group",
+     CV, 2, 1, 256, 34, 2, {9, 8}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {0}},
+    {"conv1d k3 stride 2 pad 1 over 75, 128 channels (whisper_c2's shape): tables, no runs",
+     CV, 1, 1, 128, 20, 1, {75}, {3}, {2}, {1}, {1}, {1}, {0}},
 };
-static const int RUNS_WANTED[] = {3, 12, 6, 5, 3, 0};
+/* the runs each case makes, and whether it reads x through tables of rows (x read in place
+ * for at least 4 steps of channels, 128) or copies it */
+static const int RUNS_WANTED[] = {3, 12, 6, 5, 3, 0, 3, 0};
+static const bool GATHER_WANTED[] = {true, false, true, false, false, false, true, true};
 /* clang-format on */
 #define NCASES ((int)(sizeof CASES / sizeof CASES[0]))
 #define NRUN_CASES ((int)(sizeof RUN_CASES / sizeof RUN_CASES[0]))
@@ -180,10 +189,13 @@ static void shrink_bf16(xconv_tensor *t)
 }
 
 /* bf16 problems whose products are f32 denormals: the engine must still match cpu.ref
- * within the tolerance (it hands them to the f32 kernels), with x read in place and copied. */
+ * within the tolerance (it hands them to the f32 kernels), with x read in place, through
+ * cpu.avx512bf16's tables of rows (case 5) and copied. */
 static void check_tiny(const char *engine)
 {
-    for (int ci = 1; ci <= 3; ci++) {
+    static const int cases[] = {1, 2, 3, 5};
+    for (int i = 0; i < 4; i++) {
+        const int ci = cases[i];
         dense_problem d = dense_of(ci, XCONV_LAYOUT_CHANNELS_LAST, XCONV_DTYPE_BF16, XCONV_DTYPE_F32, false);
         tu_rng r = {0x7a11 + (uint64_t)ci};
         fill_all(&d.x, &r), fill_all(&d.w, &r);
@@ -299,8 +311,9 @@ static void check_scan(void)
     }
 }
 
-/* cpu.avx512bf16's runs for a case in bf16 channels-last, from its canonical problem. */
-static int vec_runs_of(const table_case *c)
+/* cpu.avx512bf16's runs for a case in bf16 channels-last, from its canonical problem, and
+ * whether it reads x through tables of rows. */
+static int vec_runs_of(const table_case *c, bool *gather)
 {
     tu_problem p;
     memset(&p, 0, sizeof p);
@@ -315,7 +328,7 @@ static int vec_runs_of(const table_case *c)
     xconv_canon canon;
     xconv__normalize(&q, &x, &w, NULL, &y, &canon);
     canon.threads = 2;
-    const int runs = xconv__amx_vec_runs(&canon);
+    const int runs = xconv__amx_vec_runs(&canon, gather);
     free(x.data), free(w.data), free(y.data);
     return runs;
 }
@@ -326,9 +339,12 @@ static int vec_runs_of(const table_case *c)
 static void check_runs(void)
 {
     for (int ci = 0; ci < NRUN_CASES; ci++) {
-        const int runs = vec_runs_of(&RUN_CASES[ci]);
+        bool gather;
+        const int runs = vec_runs_of(&RUN_CASES[ci], &gather);
         XT_CHECK(runs == RUNS_WANTED[ci], "%s: cpu.avx512bf16 made %d runs, expected %d",
                  RUN_CASES[ci].name, runs, RUNS_WANTED[ci]);
+        XT_CHECK(gather == GATHER_WANTED[ci], "%s: cpu.avx512bf16 %s x through tables of rows",
+                 RUN_CASES[ci].name, gather ? "reads" : "does not read");
     }
     tu_rng r = {0x5eed7a11c0ffee01ull};
     check_engine_table(CTX, "cpu.avx512bf16", RUN_CASES, NRUN_CASES, PAIRS, NFLOAT_PAIRS, table_view,

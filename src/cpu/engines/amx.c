@@ -61,20 +61,27 @@ static int amx_kind_of(const xconv_canon *p)
     }
 }
 
-/* Whether x can be A as it is: conv at stride 1 without padding, dense channels that fill
- * whole steps per group, and positions at one positive step over each image. */
-static bool direct_x(const xconv_canon *p, const amx_geom *q)
+/* Whether x's values can be A's as they are, at some row: conv over bf16 / i8 / u8 x whose
+ * dense channels fill whole steps per group, positions at one positive step over each
+ * image. */
+static bool x_in_place(const xconv_canon *p, const amx_geom *q)
 {
     const xconv_dtype dt = p->x_dtype;
     if (p->op != XCONV_OP_CONV ||
         (dt != XCONV_DTYPE_BF16 && dt != XCONV_DTYPE_I8 && dt != XCONV_DTYPE_U8) || p->x_sc != 1 ||
         p->cin_g % q->kstep)
         return false;
-    for (int d = 0; d < 3; d++)
-        if (p->stride[d] != 1 || p->pad_lo[d] || p->pad_hi[d]) return false;
     const int64_t ps = p->x_ss[2];
     return ps >= p->cin && (p->x_size[1] == 1 || p->x_ss[1] == p->x_size[2] * ps) &&
            (p->x_size[0] == 1 || p->x_ss[0] == p->x_size[1] * p->x_size[2] * ps);
+}
+
+/* Whether x can be A as it is, rows at one step: x_in_place at stride 1 without padding. */
+static bool direct_x(const xconv_canon *p, const amx_geom *q)
+{
+    for (int d = 0; d < 3; d++)
+        if (p->stride[d] != 1 || p->pad_lo[d] || p->pad_hi[d]) return false;
+    return x_in_place(p, q);
 }
 
 /* conv_transpose along one dim: for phase r (outputs r, r + s, ...), its taps' x offsets
@@ -213,7 +220,7 @@ static void amx_subs(const xconv_canon *p, amx_geom *q, amx_tap *taps)
                     }
                     taps[count].kk = (k0 * K1 + k1) * K2t + k2;
                     taps[count].pos = plane * q->plane + off;
-                    taps[count].k[0] = (int32_t)k0, taps[count].k[1] = (int32_t)k1;
+                    taps[count].k[0] = (int32_t)k0, taps[count].k[1] = (int32_t)k1, taps[count].k[2] = (int32_t)k2;
                 }
         sb->ntaps = count;
     } else {
@@ -239,6 +246,7 @@ static void amx_subs(const xconv_canon *p, amx_geom *q, amx_tap *taps)
                                 if (!taps) continue;
                                 taps[count].kk = (kt[0][a] * K1 + kt[1][b]) * K2 + kt[2][c];
                                 taps[count].k[0] = (int32_t)kt[0][a], taps[count].k[1] = (int32_t)kt[1][b];
+                                taps[count].k[2] = (int32_t)kt[2][c];
                                 taps[count].pos = ((ko[0][a] + q->lo[0]) * q->q[1] +
                                                    ko[1][b] + q->lo[1]) * q->q[2] +
                                                   ko[2][c] + q->lo[2];
@@ -275,6 +283,11 @@ static void tr_extent(const xconv_canon *p, amx_geom *q)
         q->ph[d] = 1, q->lo[d] = lo, q->q[d] = lo + hi;
     }
 }
+
+/* gather: a tap's reach from an output's first position, per dim (k * t) and in bytes. */
+typedef struct amx_reach {
+    int64_t k[3], off;
+} amx_reach;
 
 /* vec: the geometry of cpu.avx512bf16 (the same blocks on AVX512-BF16 vectors), else of
  * cpu.amx; the why_not texts name the engine. */
@@ -334,12 +347,17 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q, bool vec)
     q->row = !tr && !q->direct && p->groups == 1 && p->dil[2] == 1 && p->k_size[2] > 1 &&
              (double)run_p * (double)(p->cin_g * q->red) < (double)run * (double)q->cp;
     if (q->row) q->cp = run_p;
+    /* cpu.avx512bf16 reads x in place where direct_x cannot (padding, strides) through
+     * tables of each tap's rows, the padding's rows a row of zeros: no copy of x. Where a
+     * tap's products are few (under 4 steps: 64 channels), building the tables and loading
+     * the rows cost more than the copy (c3d 511 -> 468 GFLOP/s, rn50_3x3_64 446 -> 429) */
+    q->gather = vec && !tr && !q->direct && !q->row && x_in_place(p, q) && p->cin_g / q->kstep >= 4;
     q->ksteps = q->cp / q->kstep;
     q->wtaps = q->row ? p->k_size[0] * p->k_size[1] : xconv__prod3(p->k_size);
     const size_t xes = xconv_dtype_size(p->x_dtype);
     if (tr) {
         tr_extent(p, q);
-    } else if (q->direct) {
+    } else if (q->direct || q->gather) {
         for (int d = 0; d < 3; d++) q->ph[d] = 1, q->lo[d] = 0, q->q[d] = p->x_size[d];
     } else {
         for (int d = 0; d < 3; d++) {
@@ -349,13 +367,13 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q, bool vec)
         }
         if (q->row) q->ph[2] = 1; /* rows of q2 * s2 pixels; A rows start s2 pixels apart */
     }
-    q->row_bytes = q->direct ? (size_t)p->x_ss[2] * xes
+    q->row_bytes = q->direct || q->gather ? (size_t)p->x_ss[2] * xes
                    : q->row  ? (size_t)(p->stride[2] * p->cin * q->red * q->es)
                              : (size_t)(p->groups * q->cp * q->es);
     /* the copy of one image must fit the budget (and its sizes 64 bits) before any
      * product of them is formed: padding and dilation may be huge */
     const double budget = xconv__igemm_budget(p);
-    if (!q->direct) {
+    if (!q->direct && !q->gather) {
         double image_d = (double)q->row_bytes;
         for (int d = 0; d < 3; d++) image_d *= (double)q->q[d] * (double)q->ph[d];
         if (image_d > budget) {
@@ -396,7 +414,10 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q, bool vec)
     q->taps = off;
     off += xconv__align64((size_t)q->ntaps * sizeof(amx_tap));
     q->xbuf = off;
-    if (!q->direct) {
+    if (q->gather) { /* the row of zeros the padding's rows point at */
+        q->chunk_n = p->n > 0 ? p->n : 1;
+        off += xconv__align64((size_t)(q->cp * q->es));
+    } else if (!q->direct) {
         const double image_bytes = (double)q->image * (double)q->row_bytes;
         int64_t chunk = (int64_t)((double)AMX_XBUF_BYTES / image_bytes);
         q->chunk_n = chunk < 1 ? 1 : chunk > p->n ? (p->n > 0 ? p->n : 1) : chunk;
@@ -409,7 +430,10 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q, bool vec)
     for (int64_t i = 0; i < q->nsub; i++) most = q->sub[i].ntaps > most ? q->sub[i].ntaps : most;
     q->segs = (q->q[2] + AMX_SEGMENT - 1) / AMX_SEGMENT;
     q->slots = off;
-    q->slot_bytes = 8192 + xconv__align64((size_t)most * 2 * sizeof(void *));
+    /* a slot: two blocks' C, the taps' A and B pointers, and (gather) the block's rows per
+     * tap and each tap's reach into x */
+    q->slot_bytes = 8192 + xconv__align64((size_t)most * 2 * sizeof(void *)) +
+                    (q->gather ? xconv__align64((size_t)most * (32 * sizeof(void *) + sizeof(amx_reach))) : 0);
     off += q->slot_bytes * (size_t)(p->threads > 0 ? p->threads : 1);
     q->total = off;
     if ((double)q->total > budget) {
@@ -435,10 +459,11 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q, bool vec)
     q->ok = true;
 }
 
-int xconv__amx_vec_runs(const xconv_canon *p)
+int xconv__amx_vec_runs(const xconv_canon *p, bool *gather)
 {
     amx_geom q;
     amx_geom_of(p, &q, true);
+    *gather = q.ok && q.gather;
     return q.ok ? q.nruns : -1;
 }
 
@@ -472,7 +497,7 @@ static double amx_cost_as(const xconv_canon *p, bool vec)
                          (q.row_waste > 0 ? q.row_waste : virt > real ? virt / real : 1.0);
     const double rate = vec ? 0.055 : q.kind == AMX_BF16 ? 0.012 : 0.008;
     const double moved =
-        q.direct ? 0.0 : (double)p->n * (double)q.image * (double)q.row_bytes / (double)q.es;
+        q.direct || q.gather ? 0.0 : (double)p->n * (double)q.image * (double)q.row_bytes / (double)q.es;
     return p->flops * rate * waste + 2.0 * moved + 2e4;
 }
 
@@ -644,6 +669,57 @@ static void flush_pending(void *arg)
     pd->scan = NULL;
 }
 
+/* Whether tap tp reads x for some output of run rn. */
+static bool tap_in_run(const amx_tap *tp, const amx_run *rn)
+{
+    return tp->k[0] >= rn->klo[0] && tp->k[0] <= rn->khi[0] && tp->k[1] >= rn->klo[1] && tp->k[1] <= rn->khi[1];
+}
+
+/* gather: unit u's block of outputs as rows of x per tap: tab[i * 32 + r] the row that tap i
+ * (the i-th of the sub's taps in run rn, all with rn NULL) reads for the block's output r,
+ * or the row of zeros where that lies in the padding; *lo and *hi the lowest and the highest
+ * row of x read (NULL: none). */
+static void gather_rows(const amx_task *t, const amx_unit *u, const amx_run *rn, const char **tab,
+                        amx_reach *reach, const char **lo, const char **hi)
+{
+    const xconv_canon *p = t->e->p;
+    const amx_geom *q = t->q;
+    const amx_sub *sb = u->sb;
+    const int64_t es = q->es;
+    const char *zero = t->ws + q->xbuf;
+    const char *img = (const char *)t->e->x + (p->x_off + (t->n0 + u->nl) * p->x_sn + u->g * p->cin_g) * es;
+    int64_t nt = 0;
+    for (int64_t i = 0; i < sb->ntaps; i++) {
+        const amx_tap *tp = &t->taps[sb->tap0 + i];
+        if (rn && !tap_in_run(tp, rn)) continue;
+        amx_reach *a = &reach[nt++];
+        a->off = 0;
+        for (int d = 0; d < 3; d++) a->k[d] = tp->k[d] * p->dil[d], a->off += a->k[d] * p->x_ss[d] * es;
+    }
+    const int64_t m1 = sb->m[1], m2 = sb->m[2];
+    int64_t u2 = u->v0 % m2, u1 = u->v0 / m2 % m1, u0 = u->v0 / m2 / m1;
+    const char *mn = NULL, *mx = NULL;
+    for (int r = 0; r < u->rows; r++) {
+        const int64_t p0 = u0 * p->stride[0] - p->pad_lo[0], p1 = u1 * p->stride[1] - p->pad_lo[1],
+                      p2 = u2 * p->stride[2] - p->pad_lo[2];
+        const int64_t base = (p0 * p->x_ss[0] + p1 * p->x_ss[1] + p2 * p->x_ss[2]) * es;
+        for (int64_t i = 0; i < nt; i++) {
+            const amx_reach *a = &reach[i];
+            const bool in = (uint64_t)(p0 + a->k[0]) < (uint64_t)p->x_size[0] &&
+                            (uint64_t)(p1 + a->k[1]) < (uint64_t)p->x_size[1] &&
+                            (uint64_t)(p2 + a->k[2]) < (uint64_t)p->x_size[2];
+            const char *row = in ? img + (base + a->off) : zero;
+            tab[i * 32 + r] = row;
+            if (in) mn = !mn || row < mn ? row : mn, mx = !mx || row > mx ? row : mx;
+        }
+        if (++u2 == m2) {
+            u2 = 0;
+            if (++u1 == m1) u1 = 0, u0++;
+        }
+    }
+    *lo = mn, *hi = mx;
+}
+
 /* The units of thread `slot` (xconv__take_unit: its own range, then the last units of the
  * others). Each block's C goes to one of two staging buffers in turn, and is written to y
  * while the next block's products run on the tile unit (cpu.avx512bf16 with a dense bf16 or
@@ -662,6 +738,11 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
     amx_unit units[2]; /* this unit's place and the previous one's */
     int64_t last_unit = -2;
     (void)begin, (void)end;
+    /* gather: the block's rows per tap, each tap's reach, and the rows of x it reads */
+    const int64_t most = q->sub[0].ntaps;
+    const char **tab = (const char **)(void *)(sl + 8192 + xconv__align64((size_t)most * 2 * sizeof(void *)));
+    amx_reach *reach = (amx_reach *)(void *)(tab + most * 32);
+    const char *x_lo = NULL, *x_hi = NULL;
     /* vec's blocks write dense bf16 / f32 y themselves (every row of theirs is an output) */
     const bool direct_y = q->vec && (q->store == AMX_STORE_BF16 || q->store == AMX_STORE_B32);
     const int64_t yes = (int64_t)xconv_dtype_size(p->y_dtype);
@@ -678,7 +759,7 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
         last_unit = unit;
         const bool new_block = !prev || u->sb != prev->sb || u->nl != prev->nl || u->v0 != prev->v0;
         const char *image =
-            q->direct ? (const char *)t->e->x + (p->x_off + (t->n0 + u->nl) * p->x_sn + u->g * p->cin_g) *
+            q->direct || q->gather ? (const char *)t->e->x + (p->x_off + (t->n0 + u->nl) * p->x_sn + u->g * p->cin_g) *
                                                     (int64_t)q->es
                       : t->ws + q->xbuf + (size_t)u->nl * (size_t)q->image * q->row_bytes +
                             (size_t)(u->g * q->cp * q->es);
@@ -692,10 +773,17 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
                 block_rows(t, u->sb, t->n0 + u->nl, u->v0, (int)u->rows, &lists[list]);
         }
         const amx_rows *br = &lists[list];
+        /* a run's block leaves out the taps that read padding for all of its rows: x * 0
+         * terms, exact zeros for finite weights (t->skip) */
+        const amx_run *rn = t->skip ? u->run : NULL;
+        if (q->gather && (new_block || u->g != prev->g)) gather_rows(t, u, rn, tab, reach, &x_lo, &x_hi);
         /* x read in place: the rows this block reads, once per block (its range's first
          * panel), for the exponent check, while its products run; vec's block reads the
          * virtual rows from its first output's to its last's */
-        if (t->scan && u->panel == u->c0) {
+        if (t->scan && u->panel == u->c0 && q->gather) {
+            pd.scan = x_lo;
+            pd.scan_rows = x_lo ? (x_hi - x_lo) / (int64_t)q->row_bytes + 1 : 0;
+        } else if (t->scan && u->panel == u->c0) {
             const int64_t vfirst = q->vec ? br->a_off[0] / (int64_t)q->row_bytes : u->v0;
             const int64_t vlast = q->vec ? br->a_off[br->count - 1] / (int64_t)q->row_bytes : u->v0 + u->rows - 1;
             pd.scan = image + (size_t)(vfirst + t->pos_lo) * q->row_bytes;
@@ -703,16 +791,11 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
         }
         const char *wpanel = t->blob + AMX_BLOB_HEADER + (size_t)(u->gp * q->wtaps) * q->tap_bytes;
         const char **bt = a + u->sb->ntaps;
-        /* a run's block leaves out the taps that read padding for all of its rows: x * 0
-         * terms, exact zeros for finite weights (t->skip) */
-        const amx_run *rn = t->skip ? u->run : NULL;
         int64_t ntaps = 0;
         for (int64_t i = 0; i < u->sb->ntaps; i++) {
             const amx_tap *tp = &t->taps[u->sb->tap0 + i];
-            if (rn && (tp->k[0] < rn->klo[0] || tp->k[0] > rn->khi[0] || tp->k[1] < rn->klo[1] ||
-                       tp->k[1] > rn->khi[1]))
-                continue;
-            a[ntaps] = image + (size_t)(tp->pos + (q->vec ? 0 : u->v0)) * q->row_bytes;
+            if (rn && !tap_in_run(tp, rn)) continue;
+            a[ntaps] = q->gather ? NULL : image + (size_t)(tp->pos + (q->vec ? 0 : u->v0)) * q->row_bytes;
             bt[ntaps++] = wpanel + (size_t)tp->kk * q->tap_bytes;
         }
         char *c = sl + (size_t)(run & 1) * 4096;
@@ -723,6 +806,7 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
             .b = bt,
             .lda = q->row_bytes,
             .row_off = q->vec ? br->a_off : NULL,
+            .rows = q->gather ? tab : NULL,
             .init = p->has_bias ? t->ws + q->bias + (size_t)u->gp * 2048 : NULL,
             .c = c,
             .m0 = u->rows < 16 ? (int)u->rows : 16,
@@ -933,7 +1017,8 @@ static xconv_status amx_run_as(const xconv_exec *e, xconv_error *err, bool vec)
     /* the taps a run's blocks leave out add x = 0 times w: exact zeros for finite weights,
      * which change no sum but one that starts at a bias of -0 (-0 + +0 is +0) */
     t.skip = q.nruns > 0 && w_head[1] != 255 && !neg_zero;
-    t.scan = scan && q.direct;
+    t.scan = scan && (q.direct || q.gather);
+    if (q.gather) memset(ws + q.xbuf, 0, (size_t)(q.cp * q.es));
     const bool lean = lean_blocks(p, &q);
     t.pos_lo = t.pos_hi = 0;
     for (int64_t i = 0; i < q.ntaps; i++) {
@@ -944,7 +1029,7 @@ static xconv_status amx_run_as(const xconv_exec *e, xconv_error *err, bool vec)
     for (int64_t n0 = 0; n0 < p->n; n0 += q.chunk_n) {
         t.n0 = n0;
         t.nb = p->n - n0 < q.chunk_n ? p->n - n0 : q.chunk_n;
-        if (!q.direct) {
+        if (!q.direct && !q.gather) {
             /* the copy in pieces of up to AMX_SEGMENT positions of a line (a plane row of
              * q2 positions), so that 1-D problems, a line or two per image, split too */
             xconv__parallel_for_slot(e->ctx, t.nb * (q.image / q.q[2]) * q.segs, copy_range, &t);

@@ -55,6 +55,9 @@ typedef struct amx_block_args {
     const char *const *b;
     size_t             lda;
     const int64_t     *row_off;  /* vec only (and required): row i at + row_off[i], not i * lda */
+    /* vec only: with rows set, tap t's row i of A is rows[t * 32 + i] (a and row_off unread):
+     * x read in place, rows in the padding pointing at a row of zeros */
+    const char *const *rows;
     const void        *init;
     void              *c;
     /* vec only: with y set, rows go straight to y (row i at y + y_off[i] bytes, the first
@@ -97,11 +100,11 @@ typedef struct amx_sub {
 } amx_sub;
 
 /* A tap of a sub: its packed weights (kernel index kk) and where its A rows start, in
- * positions from the image's first (plane and offset within it); k: its kernel index in
- * dims 0 and 1 (conv; what amx_run's ranges are checked against). */
+ * positions from the image's first (plane and offset within it); k: its kernel index per
+ * dim (row mode: k[2] = 0). */
 typedef struct amx_tap {
     int64_t kk, pos;
-    int32_t k[2];
+    int32_t k[3];
 } amx_tap;
 
 /* cpu.avx512bf16's blocks for conv with padding in the outer dims: the outputs in raster
@@ -113,8 +116,9 @@ typedef struct amx_tap {
 #define AMX_MAX_RUNS 64
 
 /* The runs cpu.avx512bf16 puts p's blocks in (0: none, blocks 32 outputs apart; -1: it does
- * not take p): for the tests. */
-int xconv__amx_vec_runs(const xconv_canon *p);
+ * not take p), and whether it reads x through tables of rows (amx_geom.gather): for the
+ * tests. */
+int xconv__amx_vec_runs(const xconv_canon *p, bool *gather);
 typedef struct amx_run {
     int64_t i0, rows;  /* its first output (raster index in the image) and outputs */
     int64_t b0;        /* its first block */
@@ -129,6 +133,8 @@ typedef struct amx_geom {
     int         es;         /* bytes per A or B value: 2 or 1 */
     int         kstep;      /* reduction values per tile step: 32 or 64 */
     bool        direct;     /* A reads x in place (no copy) */
+    bool        gather;     /* vec: A reads x in place through each block's table of rows
+                             * per tap (amx_block_args.rows; no copy) */
     bool        row;        /* conv with few channels: the innermost kernel dim joins the
                              * reduction (below) */
     int64_t     red;        /* reduction values per channel: 4 for split f16 (amx.c), else 1 */

@@ -62,14 +62,17 @@ vec_rows(const amx_block_args *k, const int R, int r0, int live)
     int64_t off[12]; /* row r0 + r's offset from a tap's A, clamped to the live rows */
     XCONV_UNROLL for (int r = 0; r < R; r++) off[r] = k->row_off[r0 + (r < live ? r : live - 1)];
     for (int64_t t = 0; t < k->ntaps; t++) {
-        const char *a = k->a[t], *b = k->b[t];
-        for (int64_t s = 0; s < k->ksteps; s++, a += 64, b += 2048) {
+        const char *ar[12]; /* the rows of A for this tap */
+        XCONV_UNROLL for (int r = 0; r < R; r++)
+            ar[r] = k->rows ? k->rows[t * 32 + r0 + (r < live ? r : live - 1)] : k->a[t] + off[r];
+        const char *b = k->b[t];
+        for (int64_t s = 0; s < k->ksteps; s++, b += 2048) {
             XCONV_UNROLL for (int pr = 0; pr < 16; pr++) {
                 const __m512bh b0 = (__m512bh)_mm512_loadu_ps(b + pr * 64);
                 const __m512bh b1 = (__m512bh)_mm512_loadu_ps(b + 1024 + pr * 64);
                 XCONV_UNROLL for (int r = 0; r < R; r++) {
                     int32_t pair;
-                    memcpy(&pair, a + off[r] + pr * 4, 4);
+                    memcpy(&pair, ar[r] + s * 64 + pr * 4, 4);
                     const __m512bh av = (__m512bh)_mm512_set1_epi32(pair);
                     acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, b0);
                     acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
