@@ -735,8 +735,9 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
     amx_pending pd = {.t = t, .rows = NULL, .scan = NULL, .emin = 255, .emax = 0};
     amx_rows lists[2];
     int list = 0;
-    amx_unit units[2]; /* this unit's place and the previous one's */
-    int64_t last_unit = -2;
+    amx_unit u = {0}; /* this unit's place, updated in place */
+    const amx_sub *last_sb = NULL; /* the previous unit's block (none yet) and group */
+    int64_t last_nl = -1, last_v0 = -1, last_g = -1, last_unit = -2;
     (void)begin, (void)end;
     /* gather: the block's rows per tap, each tap's reach, and the rows of x it reads */
     const int64_t most = q->sub[0].ntaps;
@@ -746,56 +747,58 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
     /* vec's blocks write dense bf16 / f32 y themselves (every row of theirs is an output) */
     const bool direct_y = q->vec && (q->store == AMX_STORE_BF16 || q->store == AMX_STORE_B32);
     const int64_t yes = (int64_t)xconv_dtype_size(p->y_dtype);
-    for (int64_t run = 0, unit;; run++) { /* run: the units this thread has taken so far */
-        if (!xconv__take_unit(t->left, t->nthreads, slot, &unit)) break;
-        amx_unit *u = &units[run & 1];
-        const amx_unit *prev = run > 0 ? &units[(run + 1) & 1] : NULL;
+    /* run: the units this thread has taken so far; a few at a time (AMX_LEAN_TAKE), as
+     * lean_range */
+    for (int64_t run = 0, unit = 0, taken = 0;; run++, unit++, taken--) {
+        if (!taken && !xconv__take_units(t->left, t->nthreads, slot, AMX_LEAN_TAKE, &unit, &taken)) break;
         /* the next unit of a run is mostly the next panel of the same block: spare unit_at's
          * divisions (a few percent of a 1x1 layer with 64 channels) */
-        if (prev && unit == last_unit + 1 && prev->panel + 1 < prev->c0 + group_width(q, prev->c0))
-            *u = *prev, u->panel++, u->gp++;
+        if (unit == last_unit + 1 && u.panel + 1 < u.c0 + group_width(q, u.c0))
+            u.panel++, u.gp++;
         else
-            unit_at(t, unit, u);
+            unit_at(t, unit, &u);
         last_unit = unit;
-        const bool new_block = !prev || u->sb != prev->sb || u->nl != prev->nl || u->v0 != prev->v0;
+        const bool new_block = u.sb != last_sb || u.nl != last_nl || u.v0 != last_v0;
+        const bool new_group = u.g != last_g;
+        last_sb = u.sb, last_nl = u.nl, last_v0 = u.v0, last_g = u.g;
         const char *image =
-            q->direct || q->gather ? (const char *)t->e->x + (p->x_off + (t->n0 + u->nl) * p->x_sn + u->g * p->cin_g) *
+            q->direct || q->gather ? (const char *)t->e->x + (p->x_off + (t->n0 + u.nl) * p->x_sn + u.g * p->cin_g) *
                                                     (int64_t)q->es
-                      : t->ws + q->xbuf + (size_t)u->nl * (size_t)q->image * q->row_bytes +
-                            (size_t)(u->g * q->cp * q->es);
+                      : t->ws + q->xbuf + (size_t)u.nl * (size_t)q->image * q->row_bytes +
+                            (size_t)(u.g * q->cp * q->es);
         /* the next panels of the same block reuse its list of live rows; a new block's list
          * goes to the other buffer, as the previous one's may still wait in pd */
         if (new_block) {
             list ^= 1;
             if (q->vec)
-                output_rows(t, u->sb, t->n0 + u->nl, u->v0, (int)u->rows, &lists[list]);
+                output_rows(t, u.sb, t->n0 + u.nl, u.v0, (int)u.rows, &lists[list]);
             else
-                block_rows(t, u->sb, t->n0 + u->nl, u->v0, (int)u->rows, &lists[list]);
+                block_rows(t, u.sb, t->n0 + u.nl, u.v0, (int)u.rows, &lists[list]);
         }
         const amx_rows *br = &lists[list];
         /* a run's block leaves out the taps that read padding for all of its rows: x * 0
          * terms, exact zeros for finite weights (t->skip) */
-        const amx_run *rn = t->skip ? u->run : NULL;
-        if (q->gather && (new_block || u->g != prev->g)) gather_rows(t, u, rn, tab, reach, &x_lo, &x_hi);
+        const amx_run *rn = t->skip ? u.run : NULL;
+        if (q->gather && (new_block || new_group)) gather_rows(t, &u, rn, tab, reach, &x_lo, &x_hi);
         /* x read in place: the rows this block reads, once per block (its range's first
          * panel), for the exponent check, while its products run; vec's block reads the
          * virtual rows from its first output's to its last's */
-        if (t->scan && u->panel == u->c0 && q->gather) {
+        if (t->scan && u.panel == u.c0 && q->gather) {
             pd.scan = x_lo;
             pd.scan_rows = x_lo ? (x_hi - x_lo) / (int64_t)q->row_bytes + 1 : 0;
-        } else if (t->scan && u->panel == u->c0) {
-            const int64_t vfirst = q->vec ? br->a_off[0] / (int64_t)q->row_bytes : u->v0;
-            const int64_t vlast = q->vec ? br->a_off[br->count - 1] / (int64_t)q->row_bytes : u->v0 + u->rows - 1;
+        } else if (t->scan && u.panel == u.c0) {
+            const int64_t vfirst = q->vec ? br->a_off[0] / (int64_t)q->row_bytes : u.v0;
+            const int64_t vlast = q->vec ? br->a_off[br->count - 1] / (int64_t)q->row_bytes : u.v0 + u.rows - 1;
             pd.scan = image + (size_t)(vfirst + t->pos_lo) * q->row_bytes;
             pd.scan_rows = vlast - vfirst + 1 + t->pos_hi - t->pos_lo;
         }
-        const char *wpanel = t->blob + AMX_BLOB_HEADER + (size_t)(u->gp * q->wtaps) * q->tap_bytes;
-        const char **bt = a + u->sb->ntaps;
+        const char *wpanel = t->blob + AMX_BLOB_HEADER + (size_t)(u.gp * q->wtaps) * q->tap_bytes;
+        const char **bt = a + u.sb->ntaps;
         int64_t ntaps = 0;
-        for (int64_t i = 0; i < u->sb->ntaps; i++) {
-            const amx_tap *tp = &t->taps[u->sb->tap0 + i];
+        for (int64_t i = 0; i < u.sb->ntaps; i++) {
+            const amx_tap *tp = &t->taps[u.sb->tap0 + i];
             if (rn && !tap_in_run(tp, rn)) continue;
-            a[ntaps] = q->gather ? NULL : image + (size_t)(tp->pos + (q->vec ? 0 : u->v0)) * q->row_bytes;
+            a[ntaps] = q->gather ? NULL : image + (size_t)(tp->pos + (q->vec ? 0 : u.v0)) * q->row_bytes;
             bt[ntaps++] = wpanel + (size_t)tp->kk * q->tap_bytes;
         }
         char *c = sl + (size_t)(run & 1) * 4096;
@@ -807,23 +810,23 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
             .lda = q->row_bytes,
             .row_off = q->vec ? br->a_off : NULL,
             .rows = q->gather ? tab : NULL,
-            .init = p->has_bias ? t->ws + q->bias + (size_t)u->gp * 2048 : NULL,
+            .init = p->has_bias ? t->ws + q->bias + (size_t)u.gp * 2048 : NULL,
             .c = c,
-            .m0 = u->rows < 16 ? (int)u->rows : 16,
-            .m1 = u->rows > 16 ? (int)u->rows - 16 : 0,
+            .m0 = u.rows < 16 ? (int)u.rows : 16,
+            .m1 = u.rows > 16 ? (int)u.rows - 16 : 0,
             .b_keep = q->b_keep,
             .between = flush_pending,
             .between_arg = &pd,
-            .y = direct_y ? (char *)t->e->y + (u->g * p->cout_g + u->panel * 32) * p->y_sc * yes : NULL,
+            .y = direct_y ? (char *)t->e->y + (u.g * p->cout_g + u.panel * 32) * p->y_sc * yes : NULL,
             .y_off = br->off,
-            .cnt = p->cout_g - u->panel * 32 < 32 ? (int)(p->cout_g - u->panel * 32) : 32,
+            .cnt = p->cout_g - u.panel * 32 < 32 ? (int)(p->cout_g - u.panel * 32) : 32,
             .y_bf16 = q->store == AMX_STORE_BF16,
         };
         if (q->vec)
             xconv__amx_vec_block(&k);
         else
             xconv__amx_block(&th, q->kind, &k);
-        if (!direct_y) pd.rows = br, pd.g = u->g, pd.panel = u->panel, pd.c = c;
+        if (!direct_y) pd.rows = br, pd.g = u.g, pd.panel = u.panel, pd.c = c;
     }
     flush_pending(&pd);
     xconv__amx_release(&th);
