@@ -15,6 +15,11 @@
  * x goes through a zero-padded copy (channels padded to a whole tile step per group), or is
  * read in place when it already has that form: stride-1 conv without padding over dense
  * channels-last x of bf16 / i8 / u8 whose channels per group fill whole steps.
+ * cpu.avx512bf16, whose block rows may lie anywhere, also reads padded and strided bf16 x in
+ * place where its channels fill 4 steps or more (gather: each block's table of rows per tap,
+ * the padding's rows a row of zeros), and puts a conv's blocks in runs of output lines that
+ * read x for the same kernel rows, each block leaving out the taps that read only padding
+ * (amx_run: rn50_3x3_512's 7x7 outputs, the first and last planes of a 3-D conv).
  *
  * Work units are (group, panel of 32 output channels, block of 32 virtual rows), ordered
  * by group, then by a range of panels whose weights fit in L2 (about 1 MiB), then by block,
