@@ -45,6 +45,23 @@ bool xconv__amx_vec_available(void)
     return xconv__probe_once(&state, vec_probe);
 }
 
+/* Pairs [0, P) of step s into the sums of R rows (P a constant: 16, or 8 for a half step). */
+static inline __attribute__((always_inline)) VEC_TARGET void
+vec_step(__m512 acc[12][2], const char *const *ar, const char *b, int64_t s, const int R, const int P)
+{
+    XCONV_UNROLL for (int pr = 0; pr < P; pr++) {
+        const __m512bh b0 = (__m512bh)_mm512_loadu_ps(b + pr * 64);
+        const __m512bh b1 = (__m512bh)_mm512_loadu_ps(b + 1024 + pr * 64);
+        XCONV_UNROLL for (int r = 0; r < R; r++) {
+            int32_t pair;
+            memcpy(&pair, ar[r] + s * 64 + pr * 4, 4);
+            const __m512bh av = (__m512bh)_mm512_set1_epi32(pair);
+            acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, b0);
+            acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
+        }
+    }
+}
+
 /* Rows r0 .. r0 + R - 1 of the block (R a constant: 12, 8 or 4), of which `live` are stored. */
 static inline __attribute__((always_inline)) VEC_TARGET void
 vec_rows(const amx_block_args *k, const int R, int r0, int live)
@@ -59,6 +76,7 @@ vec_rows(const amx_block_args *k, const int R, int r0, int live)
             acc[r][0] = acc[r][1] = _mm512_setzero_ps();
         }
     }
+    const int64_t full = k->ksteps - (k->half_last ? 1 : 0); /* steps of 16 pairs per tap */
     int64_t off[12]; /* row r0 + r's offset from a tap's A, clamped to the live rows */
     XCONV_UNROLL for (int r = 0; r < R; r++) off[r] = k->row_off[r0 + (r < live ? r : live - 1)];
     for (int64_t t = 0; t < k->ntaps; t++) {
@@ -66,19 +84,9 @@ vec_rows(const amx_block_args *k, const int R, int r0, int live)
         XCONV_UNROLL for (int r = 0; r < R; r++)
             ar[r] = k->rows ? k->rows[t * 32 + r0 + (r < live ? r : live - 1)] : k->a[t] + off[r];
         const char *b = k->b[t];
-        for (int64_t s = 0; s < k->ksteps; s++, b += 2048) {
-            XCONV_UNROLL for (int pr = 0; pr < 16; pr++) {
-                const __m512bh b0 = (__m512bh)_mm512_loadu_ps(b + pr * 64);
-                const __m512bh b1 = (__m512bh)_mm512_loadu_ps(b + 1024 + pr * 64);
-                XCONV_UNROLL for (int r = 0; r < R; r++) {
-                    int32_t pair;
-                    memcpy(&pair, ar[r] + s * 64 + pr * 4, 4);
-                    const __m512bh av = (__m512bh)_mm512_set1_epi32(pair);
-                    acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, b0);
-                    acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
-                }
-            }
-        }
+        int64_t s = 0;
+        for (; s < full; s++, b += 2048) vec_step(acc, ar, b, s, R, 16);
+        if (k->half_last) vec_step(acc, ar, b, s, R, 8);
     }
     if (k->y) { /* straight to y: no staging of C and no second pass over it */
         const int cnt = k->cnt;
