@@ -294,12 +294,11 @@ typedef struct amx_reach {
     int64_t k[3], off;
 } amx_reach;
 
-/* Values of a reduction of n the blocks compute: up to whole steps, or (vec) to half a step
- * past whole ones where that covers n. */
+/* Values of a reduction of n the blocks compute: up to whole steps, or (vec) to 4 pairs
+ * (its last step may be 4, 8 or 12 pairs: amx_block_args.last_pairs). */
 static int64_t vec_done(const amx_geom *q, int64_t n)
 {
-    const int64_t whole = (n + q->kstep - 1) / q->kstep * q->kstep;
-    return q->vec && whole - n >= q->kstep / 2 ? whole - q->kstep / 2 : whole;
+    return q->vec ? (n + 7) / 8 * 8 : (n + q->kstep - 1) / q->kstep * q->kstep;
 }
 
 /* vec: the geometry of cpu.avx512bf16 (the same blocks on AVX512-BF16 vectors), else of
@@ -355,8 +354,8 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q, bool vec)
     q->cp = (q->red * p->cin_g + q->kstep - 1) / q->kstep * q->kstep;
     q->panels = (p->cout_g + 31) / 32;
     q->direct = direct_x(p, q);
-    /* row mode where it pads less: K2 * cin against cin, each up to a whole step (vec: or
-     * up to half a step past whole ones, where the last step is a half step) */
+    /* row mode where it pads less: K2 * cin against cin, each up to a whole step (vec: up
+     * to 4 pairs) */
     const int64_t run = p->k_size[2] * p->cin_g * q->red, run_p = (run + q->kstep - 1) / q->kstep * q->kstep;
     q->row = !tr && !q->direct && p->groups == 1 && p->dil[2] == 1 && p->k_size[2] > 1 &&
              (double)vec_done(q, run) * (double)(p->cin_g * q->red) <
@@ -368,7 +367,7 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q, bool vec)
      * the rows cost more than the copy (c3d 511 -> 468 GFLOP/s, rn50_3x3_64 446 -> 429) */
     q->gather = vec && !tr && !q->direct && !q->row && x_in_place(p, q) && p->cin_g / q->kstep >= 4;
     q->ksteps = q->cp / q->kstep;
-    q->half = vec && vec_done(q, q->row ? run : p->cin_g * q->red) < q->cp;
+    q->last_pairs = (int)(vec_done(q, q->row ? run : p->cin_g * q->red) - (q->ksteps - 1) * q->kstep) / 2;
     q->wtaps = q->row ? p->k_size[0] * p->k_size[1] : xconv__prod3(p->k_size);
     const size_t xes = xconv_dtype_size(p->x_dtype);
     if (tr) {
@@ -509,7 +508,7 @@ static double amx_cost_as(const xconv_canon *p, bool vec)
     if (!q.ok) return 1e300;
     const double real = (double)xconv__prod3(p->y_size), virt = (double)q.blocks * 32.0;
     const double red = (double)p->cin_g * (q.row ? (double)p->k_size[2] : 1.0);
-    const double done = (double)(q.cp - (q.half ? q.kstep / 2 : 0)); /* per tap, split f16's 4 */
+    const double done = (double)(q.cp - q.kstep + 2 * q.last_pairs); /* per tap, split f16's 4 */
     const double waste = done / red * ((double)q.panels * 32.0 / (double)p->cout_g) *
                          (q.row_waste > 0 ? q.row_waste : virt > real ? virt / real : 1.0);
     const double rate = vec ? 0.055 : q.kind == AMX_BF16 ? 0.012 : 0.008;
@@ -831,7 +830,7 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
             .c = c,
             .m0 = u.rows < 16 ? (int)u.rows : 16,
             .m1 = u.rows > 16 ? (int)u.rows - 16 : 0,
-            .half_last = q->half,
+            .last_pairs = q->last_pairs,
             .b_keep = q->b_keep,
             .between = flush_pending,
             .between_arg = &pd,

@@ -67,9 +67,9 @@ typedef struct amx_block_args {
     int                cnt;
     bool               y_bf16;
     int                m0, m1;
-    /* vec only: each tap's last step has 16 values (8 pairs) of the reduction, the rest
-     * zeros that are left out */
-    bool               half_last;
+    /* vec only: pairs of each tap's last step (4, 8, 12; 0 or 16: the whole step): those
+     * past them meet zero weights and are left out */
+    int                last_pairs;
     /* B's tiles loaded to stay in L1, where the weights the blocks cycle through fit there
      * (a 1x1 conv over 64 channels: 8 KiB); else they stream from L2 past L1, which keeps
      * A's rows (read again by the next taps) */
@@ -144,8 +144,8 @@ typedef struct amx_geom {
     int64_t     cp;         /* channels per group as laid out for A (red values each, then
                              * zeros): a multiple of kstep */
     int64_t     ksteps;     /* steps per tap */
-    bool        half;       /* vec: the last step of each tap holds at most kstep / 2 values
-                             * of the reduction (amx_block_args.half_last) */
+    int         last_pairs; /* vec: pairs of each tap's last step that hold reduction
+                             * values (4, 8, 12 or 16: amx_block_args.last_pairs) */
     int64_t     panels;     /* 32-channel panels per group */
     int64_t     wide;       /* panels whose weights a thread keeps in L2 together */
     bool        b_keep;     /* and they fit in L1 too (amx_block_args) */

@@ -45,7 +45,8 @@ bool xconv__amx_vec_available(void)
     return xconv__probe_once(&state, vec_probe);
 }
 
-/* Pairs [0, P) of step s into the sums of R rows (P a constant: 16, or 8 for a half step). */
+/* Pairs [0, P) of step s into the sums of R rows (P a constant: 16, or 4, 8 or 12 for a
+ * tap's last step). */
 static inline __attribute__((always_inline)) VEC_TARGET void
 vec_step(__m512 acc[12][2], const char *const *ar, const char *b, int64_t s, const int R, const int P)
 {
@@ -76,7 +77,8 @@ vec_rows(const amx_block_args *k, const int R, int r0, int live)
             acc[r][0] = acc[r][1] = _mm512_setzero_ps();
         }
     }
-    const int64_t full = k->ksteps - (k->half_last ? 1 : 0); /* steps of 16 pairs per tap */
+    const int lp = k->last_pairs ? k->last_pairs : 16;
+    const int64_t full = k->ksteps - (lp < 16); /* steps of 16 pairs per tap */
     int64_t off[12]; /* row r0 + r's offset from a tap's A, clamped to the live rows */
     XCONV_UNROLL for (int r = 0; r < R; r++) off[r] = k->row_off[r0 + (r < live ? r : live - 1)];
     for (int64_t t = 0; t < k->ntaps; t++) {
@@ -86,7 +88,12 @@ vec_rows(const amx_block_args *k, const int R, int r0, int live)
         const char *b = k->b[t];
         int64_t s = 0;
         for (; s < full; s++, b += 2048) vec_step(acc, ar, b, s, R, 16);
-        if (k->half_last) vec_step(acc, ar, b, s, R, 8);
+        switch (lp) { /* the tap's last step, short */
+        case 4: vec_step(acc, ar, b, s, R, 4); break;
+        case 8: vec_step(acc, ar, b, s, R, 8); break;
+        case 12: vec_step(acc, ar, b, s, R, 12); break;
+        default: break;
+        }
     }
     if (k->y) { /* straight to y: no staging of C and no second pass over it */
         const int cnt = k->cnt;
