@@ -8,9 +8,12 @@
  * pair p of a row is one broadcast 32-bit value. C's 32 rows run in groups of 12 (24 sums in
  * registers, 2 B vectors, 1 broadcast), the last group of 12, 8 or 4 rows; rows of a group
  * past the live ones read the last live row again (inside A) and are not stored. Rows may
- * lie anywhere in A (row_off): cpu.avx512bf16 numbers its rows over the outputs, not over the
- * plane grid as the tiles must, so no row is computed and dropped; and for a dense bf16 or
- * f32 y the sums go from the registers straight to y (no staged C tile and second pass).
+ * lie anywhere in A (row_off, or per tap: rows): cpu.avx512bf16 numbers its rows over the
+ * outputs, not over the plane grid as the tiles must, so no row is computed and dropped, and
+ * reads padded x in place through tables of rows; for a dense bf16 or f32 y the sums go from
+ * the registers straight to y (no staged C tile and second pass). A tap's last step may run
+ * 4, 8 or 12 of its 16 pairs where the reduction ends there (the rest would meet zero
+ * weights): a first layer's 7 pixels x 3 channels compute 24 values, not 32.
  *
  * vdpbf16ps, like AMX, treats bf16 denormals as zero and flushes denormal sums (amx.c checks
  * the exponents and sends such inputs to the f32 kernels); each lane adds its two exact
