@@ -755,10 +755,15 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
     const amx_sub *last_sb = NULL; /* the previous unit's block (none yet) and group */
     int64_t last_nl = -1, last_v0 = -1, last_g = -1, last_unit = -2;
     (void)begin, (void)end;
-    /* gather: the block's rows per tap, each tap's reach, and the rows of x it reads */
-    const int64_t most = q->sub[0].ntaps;
-    const char **tab = (const char **)(void *)(sl + 8192 + xconv__align64((size_t)most * 2 * sizeof(void *)));
-    amx_reach *reach = (amx_reach *)(void *)(tab + most * 32);
+    /* gather: the block's rows per tap, each tap's reach (after the slot's A and B pointers),
+     * and the rows of x it reads */
+    const char **tab = NULL;
+    amx_reach *reach = NULL;
+    if (q->gather) {
+        const int64_t most = q->sub[0].ntaps; /* conv: one sub */
+        tab = (const char **)(void *)(sl + 8192 + xconv__align64((size_t)most * 2 * sizeof(void *)));
+        reach = (amx_reach *)(void *)(tab + most * 32);
+    }
     const char *x_lo = NULL, *x_hi = NULL;
     /* vec's blocks write dense bf16 / f32 y themselves (every row of theirs is an output) */
     const bool direct_y = q->vec && (q->store == AMX_STORE_BF16 || q->store == AMX_STORE_B32);
