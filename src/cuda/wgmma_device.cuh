@@ -389,12 +389,12 @@ template <int BM, int BN, bool SW> struct tile_dims {
     static constexpr int TP = SW ? BN : BM, TC = SW ? BM : BN;
 };
 
-/* Where a TMA kernel's shared memory goes: nst pipeline stages from 0, the epilogue's y tile
- * at epi (0: over the stages, for a block with one tile), the mbarriers at bars. */
 /* wg_half_fill's shared memory for one y tile (host and device): BM rows of BN y_es bytes in
  * 128-byte boxes (tile_bytes<true>), then each warpgroup's copy of the bias (4-byte values) */
 template <int BM, int BN> constexpr int wg_half_bytes(int y_es) { return BM * BN * y_es + 2 * BN * 4; }
 
+/* Where a TMA kernel's shared memory goes: nst pipeline stages from 0, the epilogue's y tile
+ * at epi (0: over the stages, for a block with one tile), the mbarriers at bars. */
 struct tma_smem {
     int nst, epi, bars;
     int own_copy; /* measuring knob XCONV_WGMMA_EPI=consumers: no store warps */

@@ -106,11 +106,14 @@ static int64_t tr_taps(const xconv_canon *p, int d, int64_t r, int64_t *taps, in
     return count;
 }
 
-/* Rows cpu.avx512bf16's block of `rows` outputs computes: groups of 12, 8 or 4 (amx_vec.c). */
+/* Rows cpu.avx512bf16's block of `rows` outputs computes, in its groups. */
 static int64_t vec_block_rows(int64_t rows)
 {
     int64_t done = 0;
-    for (; rows > 0; rows -= rows > 8 ? 12 : rows > 4 ? 8 : 4) done += rows > 8 ? 12 : rows > 4 ? 8 : 4;
+    while (rows > 0) {
+        const int g = xconv__amx_vec_group(rows);
+        done += g, rows -= g;
+    }
     return done;
 }
 
@@ -289,6 +292,14 @@ static void tr_extent(const xconv_canon *p, amx_geom *q)
     }
 }
 
+/* The most taps of one sub: a slot's room for their pointers. */
+static int64_t most_taps(const amx_geom *q)
+{
+    int64_t most = 0;
+    for (int64_t i = 0; i < q->nsub; i++) most = q->sub[i].ntaps > most ? q->sub[i].ntaps : most;
+    return most;
+}
+
 /* gather: a tap's reach from an output's first position, per dim (k * t) and in bytes. */
 typedef struct amx_reach {
     int64_t k[3], off;
@@ -441,13 +452,12 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q, bool vec)
     } else {
         q->chunk_n = p->n > 0 ? p->n : 1;
     }
-    int64_t most = 0;
-    for (int64_t i = 0; i < q->nsub; i++) most = q->sub[i].ntaps > most ? q->sub[i].ntaps : most;
+    const int64_t most = most_taps(q);
     q->segs = (q->q[2] + AMX_SEGMENT - 1) / AMX_SEGMENT;
     q->slots = off;
-    /* a slot: two blocks' C, the taps' A and B pointers, and (gather) the block's rows per
-     * tap and each tap's reach into x */
-    q->slot_bytes = 8192 + xconv__align64((size_t)most * 2 * sizeof(void *)) +
+    /* a slot: two blocks' C, the block's taps and their A and B pointers, and (gather) the
+     * block's rows per tap and each tap's reach into x */
+    q->slot_bytes = 8192 + xconv__align64((size_t)most * 3 * sizeof(void *)) +
                     (q->gather ? xconv__align64((size_t)most * (32 * sizeof(void *) + sizeof(amx_reach))) : 0);
     off += q->slot_bytes * (size_t)(p->threads > 0 ? p->threads : 1);
     q->total = off;
@@ -691,12 +701,11 @@ static bool tap_in_run(const amx_tap *tp, const amx_run *rn)
     return tp->k[0] >= rn->klo[0] && tp->k[0] <= rn->khi[0] && tp->k[1] >= rn->klo[1] && tp->k[1] <= rn->khi[1];
 }
 
-/* gather: unit u's block of outputs as rows of x per tap: tab[i * 32 + r] the row that tap i
- * (the i-th of the sub's taps in run rn, all with rn NULL) reads for the block's output r,
- * or the row of zeros where that lies in the padding; *lo and *hi the lowest and the highest
- * row of x read (NULL: none). */
-static void gather_rows(const amx_task *t, const amx_unit *u, const amx_run *rn, const char **tab,
-                        amx_reach *reach, const char **lo, const char **hi)
+/* gather: unit u's block of outputs as rows of x per tap: tab[i * 32 + r] the row that tap
+ * tl[i] (i < ntaps) reads for the block's output r, or the row of zeros where that lies in
+ * the padding; *lo and *hi the lowest and the highest row of x read (NULL: none). */
+static void gather_rows(const amx_task *t, const amx_unit *u, const amx_tap *const *tl, int64_t ntaps,
+                        const char **tab, amx_reach *reach, const char **lo, const char **hi)
 {
     const xconv_canon *p = t->e->p;
     const amx_geom *q = t->q;
@@ -704,13 +713,10 @@ static void gather_rows(const amx_task *t, const amx_unit *u, const amx_run *rn,
     const int64_t es = q->es;
     const char *zero = t->ws + q->xbuf;
     const char *img = (const char *)t->e->x + (p->x_off + (t->n0 + u->nl) * p->x_sn + u->g * p->cin_g) * es;
-    int64_t nt = 0;
-    for (int64_t i = 0; i < sb->ntaps; i++) {
-        const amx_tap *tp = &t->taps[sb->tap0 + i];
-        if (rn && !tap_in_run(tp, rn)) continue;
-        amx_reach *a = &reach[nt++];
+    for (int64_t i = 0; i < ntaps; i++) {
+        amx_reach *a = &reach[i];
         a->off = 0;
-        for (int d = 0; d < 3; d++) a->k[d] = tp->k[d] * p->dil[d], a->off += a->k[d] * p->x_ss[d] * es;
+        for (int d = 0; d < 3; d++) a->k[d] = tl[i]->k[d] * p->dil[d], a->off += a->k[d] * p->x_ss[d] * es;
     }
     const int64_t m1 = sb->m[1], m2 = sb->m[2];
     int64_t u2 = u->v0 % m2, u1 = u->v0 / m2 % m1, u0 = u->v0 / m2 / m1;
@@ -719,7 +725,7 @@ static void gather_rows(const amx_task *t, const amx_unit *u, const amx_run *rn,
         const int64_t p0 = u0 * p->stride[0] - p->pad_lo[0], p1 = u1 * p->stride[1] - p->pad_lo[1],
                       p2 = u2 * p->stride[2] - p->pad_lo[2];
         const int64_t base = (p0 * p->x_ss[0] + p1 * p->x_ss[1] + p2 * p->x_ss[2]) * es;
-        for (int64_t i = 0; i < nt; i++) {
+        for (int64_t i = 0; i < ntaps; i++) {
             const amx_reach *a = &reach[i];
             const bool in = (uint64_t)(p0 + a->k[0]) < (uint64_t)p->x_size[0] &&
                             (uint64_t)(p1 + a->k[1]) < (uint64_t)p->x_size[1] &&
@@ -746,7 +752,11 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
     const amx_geom *q = t->q;
     const xconv_canon *p = t->e->p;
     char *sl = t->ws + q->slots + (size_t)slot * q->slot_bytes;
-    const char **a = (const char **)(void *)(sl + 8192);
+    /* the block's taps (those its run leaves in), their A rows and the unit's B panels */
+    const int64_t most = most_taps(q);
+    const char **a = (const char **)(void *)(sl + 8192), **bt = a + most;
+    const amx_tap **tl = (const amx_tap **)(void *)(bt + most);
+    int64_t ntaps = 0;
     amx_thread th = {0, 0};
     amx_pending pd = {.t = t, .rows = NULL, .scan = NULL, .emin = 255, .emax = 0};
     amx_rows lists[2];
@@ -755,13 +765,12 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
     const amx_sub *last_sb = NULL; /* the previous unit's block (none yet) and group */
     int64_t last_nl = -1, last_v0 = -1, last_g = -1, last_unit = -2;
     (void)begin, (void)end;
-    /* gather: the block's rows per tap, each tap's reach (after the slot's A and B pointers),
-     * and the rows of x it reads */
+    /* gather: the block's rows per tap and each tap's reach (after the pointers above; in the
+     * slot only then), and the rows of x it reads */
     const char **tab = NULL;
     amx_reach *reach = NULL;
     if (q->gather) {
-        const int64_t most = q->sub[0].ntaps; /* conv: one sub */
-        tab = (const char **)(void *)(sl + 8192 + xconv__align64((size_t)most * 2 * sizeof(void *)));
+        tab = (const char **)(void *)(sl + 8192 + xconv__align64((size_t)most * 3 * sizeof(void *)));
         reach = (amx_reach *)(void *)(tab + most * 32);
     }
     const char *x_lo = NULL, *x_hi = NULL;
@@ -797,31 +806,36 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
                 block_rows(t, u.sb, t->n0 + u.nl, u.v0, (int)u.rows, &lists[list]);
         }
         const amx_rows *br = &lists[list];
-        /* a run's block leaves out the taps that read padding for all of its rows: x * 0
-         * terms, exact zeros for finite weights (t->skip) */
-        const amx_run *rn = t->skip ? u.run : NULL;
-        if (q->gather && (new_block || new_group)) gather_rows(t, &u, rn, tab, reach, &x_lo, &x_hi);
+        /* a new block's (or group's) taps and A rows, which its next panels reuse; a run's
+         * block leaves out the taps that read padding for all of its rows: x * 0 terms,
+         * exact zeros for finite weights (t->skip) */
+        if (new_block || new_group) {
+            const amx_run *rn = t->skip ? u.run : NULL;
+            ntaps = 0;
+            for (int64_t i = 0; i < u.sb->ntaps; i++) {
+                const amx_tap *tp = &t->taps[u.sb->tap0 + i];
+                if (rn && !tap_in_run(tp, rn)) continue;
+                tl[ntaps] = tp;
+                a[ntaps++] = q->gather ? NULL : image + (size_t)(tp->pos + (q->vec ? 0 : u.v0)) * q->row_bytes;
+            }
+            if (q->gather) gather_rows(t, &u, tl, ntaps, tab, reach, &x_lo, &x_hi);
+        }
         /* x read in place: the rows this block reads, once per block (its range's first
          * panel), for the exponent check, while its products run; vec's block reads the
-         * virtual rows from its first output's to its last's */
-        if (t->scan && u.panel == u.c0 && q->gather) {
-            pd.scan = x_lo;
-            pd.scan_rows = x_lo ? (x_hi - x_lo) / (int64_t)q->row_bytes + 1 : 0;
-        } else if (t->scan && u.panel == u.c0) {
-            const int64_t vfirst = q->vec ? br->a_off[0] / (int64_t)q->row_bytes : u.v0;
-            const int64_t vlast = q->vec ? br->a_off[br->count - 1] / (int64_t)q->row_bytes : u.v0 + u.rows - 1;
-            pd.scan = image + (size_t)(vfirst + t->pos_lo) * q->row_bytes;
-            pd.scan_rows = vlast - vfirst + 1 + t->pos_hi - t->pos_lo;
+         * virtual rows from its first output's to its last's (gather: its rows' span) */
+        if (t->scan && u.panel == u.c0) {
+            if (q->gather) {
+                pd.scan = x_lo;
+                pd.scan_rows = x_lo ? (x_hi - x_lo) / (int64_t)q->row_bytes + 1 : 0;
+            } else {
+                const int64_t vfirst = q->vec ? br->a_off[0] / (int64_t)q->row_bytes : u.v0;
+                const int64_t vlast = q->vec ? br->a_off[br->count - 1] / (int64_t)q->row_bytes : u.v0 + u.rows - 1;
+                pd.scan = image + (size_t)(vfirst + t->pos_lo) * q->row_bytes;
+                pd.scan_rows = vlast - vfirst + 1 + t->pos_hi - t->pos_lo;
+            }
         }
         const char *wpanel = t->blob + AMX_BLOB_HEADER + (size_t)(u.gp * q->wtaps) * q->tap_bytes;
-        const char **bt = a + u.sb->ntaps;
-        int64_t ntaps = 0;
-        for (int64_t i = 0; i < u.sb->ntaps; i++) {
-            const amx_tap *tp = &t->taps[u.sb->tap0 + i];
-            if (rn && !tap_in_run(tp, rn)) continue;
-            a[ntaps] = q->gather ? NULL : image + (size_t)(tp->pos + (q->vec ? 0 : u.v0)) * q->row_bytes;
-            bt[ntaps++] = wpanel + (size_t)tp->kk * q->tap_bytes;
-        }
+        for (int64_t i = 0; i < ntaps; i++) bt[i] = wpanel + (size_t)tl[i]->kk * q->tap_bytes;
         char *c = sl + (size_t)(run & 1) * 4096;
         const amx_block_args k = {
             .ntaps = ntaps,

@@ -89,6 +89,10 @@ void xconv__amx_release(amx_thread *th);
 bool xconv__amx_vec_available(void);
 void xconv__amx_vec_block(const amx_block_args *k);
 
+/* The rows xconv__amx_vec_block computes for the next group of a block with `left` rows to
+ * go: 12, or 8 or 4 at its end (rows past the live ones are computed and not stored). */
+static inline int xconv__amx_vec_group(int64_t left) { return left > 8 ? 12 : left > 4 ? 8 : 4; }
+
 #define AMX_MAX_SUBS 64   /* stride phases of conv_transpose */
 #define AMX_MAX_TAPS 4096
 
@@ -117,16 +121,16 @@ typedef struct amx_tap {
  * padding for all of its rows: rn50_3x3_512's 7 x 7 outputs, lines 0 and 6 a third of their
  * taps; a 3-D conv's first and last planes. */
 #define AMX_MAX_RUNS 64
-
-/* The runs cpu.avx512bf16 puts p's blocks in (0: none, blocks 32 outputs apart; -1: it does
- * not take p), and whether it reads x through tables of rows (amx_geom.gather): for the
- * tests. */
-int xconv__amx_vec_runs(const xconv_canon *p, bool *gather);
 typedef struct amx_run {
     int64_t i0, rows;  /* its first output (raster index in the image) and outputs */
     int64_t b0;        /* its first block */
     int64_t klo[2], khi[2];
 } amx_run;
+
+/* The runs cpu.avx512bf16 puts p's blocks in (0: none, blocks 32 outputs apart; -1: it does
+ * not take p), and whether it reads x through tables of rows (amx_geom.gather): for the
+ * tests. */
+int xconv__amx_vec_runs(const xconv_canon *p, bool *gather);
 
 typedef struct amx_geom {
     bool        ok;

@@ -132,17 +132,12 @@ void xconv__amx_vec_block(const amx_block_args *k)
     if (k->between) k->between(k->between_arg);
     const int rows = k->m0 + k->m1;
     for (int r0 = 0; r0 < rows;) {
-        const int left = rows - r0;
-        if (left > 8) {
-            vec_rows12(k, r0, left < 12 ? left : 12);
-            r0 += 12;
-        } else if (left > 4) {
-            vec_rows8(k, r0, left);
-            r0 += 8;
-        } else {
-            vec_rows4(k, r0, left);
-            r0 += 4;
-        }
+        const int left = rows - r0, group = xconv__amx_vec_group(left);
+        const int live = left < group ? left : group;
+        if (group == 12) vec_rows12(k, r0, live);
+        else if (group == 8) vec_rows8(k, r0, live);
+        else vec_rows4(k, r0, live);
+        r0 += group;
     }
 }
 
