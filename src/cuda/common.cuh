@@ -404,6 +404,33 @@ __device__ __forceinline__ uint32_t bf16x2_rne(float lo, float hi)
     return h;
 }
 
+/* n pairs at once, to YD (bf16 or f16; lo in each word's low half): the hardware's rounding
+ * for all of them, and where any value is a NaN (rare) one branch that redoes them all value
+ * by value (f32_to_bf16 / f32_to_f16_rne, the library's NaN bits). A branch per pair, each
+ * with its convergence barrier, was most of the tensor-core epilogues' instructions:
+ * rn50_1x1_256's tile fill cost it a fifth of its time (nineteenth session). */
+template <xconv_dtype YD, int N>
+__device__ __forceinline__ void round_pairs(const float (&lo)[N], const float (&hi)[N], uint32_t (&w)[N])
+{
+    static_assert(YD == XCONV_DTYPE_BF16 || YD == XCONV_DTYPE_F16, "16-bit float pairs");
+    bool nan = false;
+#pragma unroll
+    for (int q = 0; q < N; q++) {
+        if constexpr (YD == XCONV_DTYPE_BF16)
+            asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w[q]) : "f"(hi[q]), "f"(lo[q]));
+        else
+            asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w[q]) : "f"(hi[q]), "f"(lo[q]));
+        nan |= (lo[q] != lo[q]) | (hi[q] != hi[q]);
+    }
+    if (nan) {
+#pragma unroll
+        for (int q = 0; q < N; q++)
+            w[q] = YD == XCONV_DTYPE_BF16
+                       ? (uint32_t)f32_to_bf16(lo[q]) | (uint32_t)f32_to_bf16(hi[q]) << 16
+                       : (uint32_t)f32_to_f16_rne(lo[q]) | (uint32_t)f32_to_f16_rne(hi[q]) << 16;
+    }
+}
+
 /* Stores a value computed in f32, rounding once to nearest even (e4m3 saturating). */
 __device__ __forceinline__ void store_f32(xconv_dtype d, void *base, int64_t i, float v)
 {

@@ -87,21 +87,44 @@ __device__ __forceinline__ void tile_store(const acc_t (&acc)[BN / 2], const bia
                                            int col0)
 {
     constexpr int ES = (int)(YD == XCONV_DTYPE_U8 ? 1 : YD == XCONV_DTYPE_BF16 || YD == XCONV_DTYPE_F16 || YD == XCONV_DTYPE_U16 ? 2 : 4);
+    if constexpr (std::is_same<acc_t, float>::value && ES == 2) { /* 16-bit floats: 8 pairs per rounding */
+        constexpr int P = (BN / 8) % 8 == 0 ? 8 : (BN / 8) % 4 == 0 ? 4 : 1; /* pairs per rounding */
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int r = row0 + 8 * h;
+        for (int h = 0; h < 2; h++) {
+            const int r = row0 + 8 * h;
 #pragma unroll
-        for (int j = 0; j < BN / 8; j++) {
-            const int cidx = col0 + 8 * j;
-            unsigned char *dst = tile + tile_at_byte<SWZ, BM>(r, cidx * ES, pitch);
-            if constexpr (std::is_same<acc_t, float>::value) {
-                float lo = acc[4 * j + 2 * h], hi = acc[4 * j + 2 * h + 1];
-                if (has_bias) lo += bv[cidx], hi += bv[cidx + 1];
-                store_pair_f32<YD>(dst, lo, hi);
-            } else {
-                uint32_t lo = (uint32_t)acc[4 * j + 2 * h], hi = (uint32_t)acc[4 * j + 2 * h + 1];
-                if (has_bias) lo += bv[cidx], hi += bv[cidx + 1];
-                store_pair_int<YD>(dst, lo, hi);
+            for (int j0 = 0; j0 < BN / 8; j0 += P) {
+                float lo[P], hi[P];
+                uint32_t w[P];
+#pragma unroll
+                for (int q = 0; q < P; q++) {
+                    const int j = j0 + q, cidx = col0 + 8 * j;
+                    lo[q] = acc[4 * j + 2 * h], hi[q] = acc[4 * j + 2 * h + 1];
+                    if (has_bias) lo[q] += bv[cidx], hi[q] += bv[cidx + 1];
+                }
+                round_pairs<YD, P>(lo, hi, w);
+#pragma unroll
+                for (int q = 0; q < P; q++)
+                    *(uint32_t *)(tile + tile_at_byte<SWZ, BM>(r, (col0 + 8 * (j0 + q)) * ES, pitch)) = w[q];
+            }
+        }
+    } else {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int r = row0 + 8 * h;
+#pragma unroll
+            for (int j = 0; j < BN / 8; j++) {
+                const int cidx = col0 + 8 * j;
+                unsigned char *dst = tile + tile_at_byte<SWZ, BM>(r, cidx * ES, pitch);
+                if constexpr (std::is_same<acc_t, float>::value) {
+                    float lo = acc[4 * j + 2 * h], hi = acc[4 * j + 2 * h + 1];
+                    if (has_bias) lo += bv[cidx], hi += bv[cidx + 1];
+                    store_pair_f32<YD>(dst, lo, hi);
+                } else {
+                    uint32_t lo = (uint32_t)acc[4 * j + 2 * h], hi = (uint32_t)acc[4 * j + 2 * h + 1];
+                    if (has_bias) lo += bv[cidx], hi += bv[cidx + 1];
+                    store_pair_int<YD>(dst, lo, hi);
+                }
             }
         }
     }
@@ -240,21 +263,26 @@ __device__ __forceinline__ void swap_fill(const float (&acc)[BN / 2], float b0, 
     const int lane = tid & 31, warp = (tid >> 5) & 3, mi = lane >> 3, k = lane & 7;
     const uint32_t base = smem_addr(box);
     const int ch = 2 * warp + (mi & 1); /* the 16-byte chunk of the lane's block's channels */
+    static_assert(BN % 32 == 0, "two stmatrix per rounding");
 #pragma unroll
-    for (int j = 0; j < BN / 8; j += 2) {
-        uint32_t r[4];
+    for (int j = 0; j < BN / 8; j += 4) {
+        float lo[8], hi[8];
+        uint32_t r[8];
 #pragma unroll
-        for (int q = 0; q < 4; q++) { /* blocks (j, channels 0-7), (j, 8-15), (j + 1, ..) */
+        for (int q = 0; q < 8; q++) { /* blocks (j, channels 0-7), (j, 8-15), (j + 1, ..) */
             const int jj = j + (q >> 1), hh = q & 1;
-            float lo = acc[4 * jj + 2 * hh], hi = acc[4 * jj + 2 * hh + 1];
-            if (has_bias) lo += hh ? b1 : b0, hi += hh ? b1 : b0;
-            r[q] = YD == XCONV_DTYPE_BF16 ? bf16x2_rne(lo, hi) : f16x2_rne(lo, hi);
+            lo[q] = acc[4 * jj + 2 * hh], hi[q] = acc[4 * jj + 2 * hh + 1];
+            if (has_bias) lo[q] += hh ? b1 : b0, hi[q] += hh ? b1 : b0;
         }
-        const int pos = 8 * (j + (mi >> 1)) + k; /* the row (position) this lane addresses */
-        asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(
-                         base + pos * BKB + ((ch ^ (pos & 7)) << 4)),
-                     "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
-                     : "memory");
+        round_pairs<YD, 8>(lo, hi, r);
+#pragma unroll
+        for (int s = 0; s < 2; s++) {
+            const int pos = 8 * (j + 2 * s + (mi >> 1)) + k; /* the row (position) this lane addresses */
+            asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(
+                             base + pos * BKB + ((ch ^ (pos & 7)) << 4)),
+                         "r"(r[4 * s]), "r"(r[4 * s + 1]), "r"(r[4 * s + 2]), "r"(r[4 * s + 3])
+                         : "memory");
+        }
     }
 }
 

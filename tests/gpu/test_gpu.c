@@ -980,6 +980,22 @@ int main(void)
         unsetenv("XCONV_WGMMA_RESB");
     }
     resb_shape = false;
+    /* infinities in w, or infinities and NaN in x, on cuda.igemm_wgmma's tiles (every
+     * configuration, a third of them shaped for resident B): its epilogues round 4-8 pairs of
+     * sums at once and redo a group that holds a NaN value by value, so groups mix NaN,
+     * infinite and finite sums (in swapped tiles a pair is two positions, else two channels) */
+    for (int i = 0; i < special_count; i++) {
+        resb_shape = i % 3 == 0;
+        problem pb = random_problem(SHAPE_WGMMA);
+        resb_shape = false;
+        if (!has_inf(pb.x.dtype)) continue;
+        const char cfg[2] = {(char)(i % 3 == 0 ? '0' : '0' + i % 8), 0};
+        setenv("XCONV_WGMMA_CFG", cfg, 1);
+        setenv("XCONV_WGMMA_PERSIST", i % 3 == 0 || (i & 2) ? "1" : "0", 1);
+        check_problem(&pb, i & 1 ? FILL_SPECIAL_X : FILL_SPECIAL);
+        unsetenv("XCONV_WGMMA_CFG");
+        unsetenv("XCONV_WGMMA_PERSIST");
+    }
     /* infinite weights over padding, on every engine that takes a float problem */
     for (int i = 0; i < special_count; i++) {
         problem pb = random_problem(i & 1 ? SHAPE_DEPTHWISE : i % 4 == 0 ? SHAPE_TC : SHAPE_ANY);
