@@ -44,12 +44,14 @@ template <xconv_dtype D> struct cfp_store<D, 4> {
     static constexpr int64_t es = D == XCONV_DTYPE_F32 ? 4 : 2; /* bytes per element */
     static __device__ __forceinline__ void run(char *y, int64_t i, const float (&a)[4])
     {
-        if constexpr (D == XCONV_DTYPE_F32)
+        if constexpr (D == XCONV_DTYPE_F32) {
             *(float4 *)(y + i * 4) = make_float4(a[0], a[1], a[2], a[3]);
-        else if constexpr (D == XCONV_DTYPE_BF16)
-            *(uint2 *)(y + i * 2) = make_uint2(bf16x2_rne(a[0], a[1]), bf16x2_rne(a[2], a[3]));
-        else
-            *(uint2 *)(y + i * 2) = make_uint2(f16x2_rne(a[0], a[1]), f16x2_rne(a[2], a[3]));
+        } else {
+            const float lo[2] = {a[0], a[2]}, hi[2] = {a[1], a[3]};
+            uint32_t w[2];
+            round_pairs<D, 2>(lo, hi, w);
+            *(uint2 *)(y + i * 2) = make_uint2(w[0], w[1]);
+        }
     }
 };
 

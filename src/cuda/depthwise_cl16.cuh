@@ -106,8 +106,15 @@ __device__ __forceinline__ void vec_store(char *dst, const typename vec_traits<D
 {
     constexpr int W = vec_traits<D>::V * YB / 4;
     uint32_t o[W];
+    if constexpr ((D == XCONV_DTYPE_BF16 || D == XCONV_DTYPE_F16) && YB == 2) {
+        float lo[W], hi[W]; /* 16-bit floats: one NaN check for the vector (round_pairs) */
 #pragma unroll
-    for (int i = 0; i < W; i++) o[i] = vec_traits<D>::template word<YB>(acc, i);
+        for (int i = 0; i < W; i++) lo[i] = acc[2 * i], hi[i] = acc[2 * i + 1];
+        round_pairs<D, W>(lo, hi, o);
+    } else {
+#pragma unroll
+        for (int i = 0; i < W; i++) o[i] = vec_traits<D>::template word<YB>(acc, i);
+    }
 #pragma unroll
     for (int j = 0; j < W / 4; j++)
         ((uint4 *)dst)[j] = make_uint4(o[4 * j], o[4 * j + 1], o[4 * j + 2], o[4 * j + 3]);
