@@ -48,16 +48,8 @@ template <int N> __device__ __forceinline__ void cp_async_wait()
 /* A tile row of 8 chunks of 16 bytes in the 128-byte swizzle (tile base 1024-aligned). */
 __device__ __forceinline__ int swz(int row, int chunk) { return row * BKB + ((chunk ^ (row & 7)) << 4); }
 
-/* Two neighbouring elements (columns i, i + 1, i even) of a y tile row, rounded once to YD
- * and written at dst by one store of twice the width. */
-template <xconv_dtype YD>
-__device__ __forceinline__ void store_pair_f32(unsigned char *dst, float lo, float hi)
-{
-    if constexpr (YD == XCONV_DTYPE_BF16) *(uint32_t *)dst = bf16x2_rne(lo, hi);
-    else if constexpr (YD == XCONV_DTYPE_F16) *(uint32_t *)dst = f16x2_rne(lo, hi);
-    else *(float2 *)dst = make_float2(lo, hi);
-}
-/* The same for integer sums: the low bits of each in YD's width (wrapping). */
+/* Two neighbouring integer sums (columns i, i + 1, i even) of a y tile row, the low bits of
+ * each in YD's width (wrapping), written at dst by one store of twice the width. */
 template <xconv_dtype YD>
 __device__ __forceinline__ void store_pair_int(unsigned char *dst, uint32_t lo, uint32_t hi)
 {
@@ -80,15 +72,17 @@ __device__ __forceinline__ int tile_at_byte(int r, int b, int pitch)
  * Thread layout (wgmma's, = mma.sync's C fragments): d[4j + 2h + e] is row lane/4 + 8h of
  * the warp's 16, column 8j + 2(lane%4) + e; the two columns e = 0, 1 go by one store (with
  * the 16-byte row padding, or the swizzle, a warp's 4-byte stores hit 32 different banks).
- * row0: the thread's first tile row. */
+ * 16-bit floats are rounded 8 pairs at a time (4 on 160-wide tiles: round_pairs' one NaN
+ * check per group). row0: the thread's first tile row. */
 template <xconv_dtype YD, int BN, bool SWZ, int BM, class acc_t, class bias_t>
 __device__ __forceinline__ void tile_store(const acc_t (&acc)[BN / 2], const bias_t *bv,
                                            bool has_bias, unsigned char *tile, int pitch, int row0,
                                            int col0)
 {
     constexpr int ES = (int)(YD == XCONV_DTYPE_U8 ? 1 : YD == XCONV_DTYPE_BF16 || YD == XCONV_DTYPE_F16 || YD == XCONV_DTYPE_U16 ? 2 : 4);
-    if constexpr (std::is_same<acc_t, float>::value && ES == 2) { /* 16-bit floats: 8 pairs per rounding */
-        constexpr int P = (BN / 8) % 8 == 0 ? 8 : (BN / 8) % 4 == 0 ? 4 : 1; /* pairs per rounding */
+    if constexpr (std::is_same<acc_t, float>::value && ES == 2) {
+        constexpr int P = (BN / 8) % 8 == 0 ? 8 : 4; /* pairs per rounding */
+        static_assert((BN / 8) % P == 0, "whole groups of pairs");
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const int r = row0 + 8 * h;
@@ -116,10 +110,10 @@ __device__ __forceinline__ void tile_store(const acc_t (&acc)[BN / 2], const bia
             for (int j = 0; j < BN / 8; j++) {
                 const int cidx = col0 + 8 * j;
                 unsigned char *dst = tile + tile_at_byte<SWZ, BM>(r, cidx * ES, pitch);
-                if constexpr (std::is_same<acc_t, float>::value) {
+                if constexpr (std::is_same<acc_t, float>::value) { /* f32 y */
                     float lo = acc[4 * j + 2 * h], hi = acc[4 * j + 2 * h + 1];
                     if (has_bias) lo += bv[cidx], hi += bv[cidx + 1];
-                    store_pair_f32<YD>(dst, lo, hi);
+                    *(float2 *)dst = make_float2(lo, hi);
                 } else {
                     uint32_t lo = (uint32_t)acc[4 * j + 2 * h], hi = (uint32_t)acc[4 * j + 2 * h + 1];
                     if (has_bias) lo += bv[cidx], hi += bv[cidx + 1];
