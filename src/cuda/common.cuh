@@ -381,33 +381,12 @@ __device__ __forceinline__ uint16_t f32_to_f16_rne(float f)
     return h;
 }
 
-/* The same two at a time (lo in the low half). */
-__device__ __forceinline__ uint32_t f16x2_rne(float lo, float hi)
-{
-    uint32_t h;
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(h) : "f"(hi), "f"(lo));
-    if (lo != lo || hi != hi) /* rare: one branch for both */
-        h = (uint32_t)f32_to_f16_rne(lo) | (uint32_t)f32_to_f16_rne(hi) << 16;
-    return h;
-}
-
-/* f32 -> bf16, two at a time (lo in the low half), through the hardware's rounding: the same
- * bits as f32_to_bf16 for every non-NaN value (nearest even, overflow to inf, subnormals
- * kept); a NaN (rare: one branch for both) takes f32_to_bf16's code instead of the
- * hardware's canonical one. About a third of f32_to_bf16's instructions per value, which
- * bounded the tensor-core epilogues. */
-__device__ __forceinline__ uint32_t bf16x2_rne(float lo, float hi)
-{
-    uint32_t h;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(h) : "f"(hi), "f"(lo));
-    if (lo != lo || hi != hi) h = (uint32_t)f32_to_bf16(lo) | (uint32_t)f32_to_bf16(hi) << 16;
-    return h;
-}
-
-/* n pairs at once, to YD (bf16 or f16; lo in each word's low half): the hardware's rounding
- * for all of them, and where any value is a NaN (rare) one branch that redoes them all value
- * by value (f32_to_bf16 / f32_to_f16_rne, the library's NaN bits). A branch per pair, each
- * with its convergence barrier, was most of the tensor-core epilogues' instructions:
+/* n pairs of f32 values rounded to YD (bf16 or f16; lo in each word's low half) through the
+ * hardware's cvt.rn: the same bits as f32_to_bf16 / f32_to_f16_rne for every non-NaN value
+ * (nearest even, overflow to inf, subnormals kept) in about a third of f32_to_bf16's
+ * instructions; where any value is a NaN (rare) one branch redoes the group value by value,
+ * for the library's NaN bits instead of the hardware's canonical one. One branch per pair,
+ * each with its convergence barrier, was most of the tensor-core epilogues' instructions:
  * rn50_1x1_256's tile fill cost it a fifth of its time (nineteenth session). */
 template <xconv_dtype YD, int N>
 __device__ __forceinline__ void round_pairs(const float (&lo)[N], const float (&hi)[N], uint32_t (&w)[N])

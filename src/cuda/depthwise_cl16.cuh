@@ -29,7 +29,7 @@ constexpr int VEC_WBYTES = 32 * 1024;  /* staged weights per block */
 
 /* A 16-byte vector of V elements of D held as 4 words (indices constant after unrolling, so
  * the words stay in registers): element i in the compute type A (f32, or u32 for the byte
- * integers), and output word i of V sums rounded (or wrapped) into YB-byte elements. */
+ * integers), and the W output words of V sums rounded (or wrapped) into YB-byte elements. */
 template <xconv_dtype D> struct vec_traits;
 /* bf16 and f16: 8 halves in the 4 words. */
 template <xconv_dtype D> struct half_traits {
@@ -41,11 +41,13 @@ template <xconv_dtype D> struct half_traits {
         const uint16_t h = (uint16_t)(q[i >> 1] >> (16 * (i & 1)));
         return D == XCONV_DTYPE_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
     }
-    template <int YB> static __device__ __forceinline__ uint32_t word(const float *a, int i)
+    template <int YB, int W> static __device__ __forceinline__ void words(const float *a, uint32_t (&o)[W])
     {
-        if constexpr (D == XCONV_DTYPE_BF16)
-            return f32_to_bf16(a[2 * i]) | (uint32_t)f32_to_bf16(a[2 * i + 1]) << 16;
-        else return f16x2_rne(a[2 * i], a[2 * i + 1]);
+        static_assert(YB == 2 && W == 4, "16-bit y of the same dtype");
+        float lo[W], hi[W];
+#pragma unroll
+        for (int i = 0; i < W; i++) lo[i] = a[2 * i], hi[i] = a[2 * i + 1];
+        round_pairs<D, W>(lo, hi, o); /* one NaN check for the vector */
     }
 };
 template <> struct vec_traits<XCONV_DTYPE_BF16> : half_traits<XCONV_DTYPE_BF16> {};
@@ -58,9 +60,10 @@ template <> struct vec_traits<XCONV_DTYPE_F32> {
     {
         return __uint_as_float(q[i]);
     }
-    template <int YB> static __device__ __forceinline__ uint32_t word(const float *a, int i)
+    template <int YB, int W> static __device__ __forceinline__ void words(const float *a, uint32_t (&o)[W])
     {
-        return __float_as_uint(a[i]);
+#pragma unroll
+        for (int i = 0; i < W; i++) o[i] = __float_as_uint(a[i]);
     }
 };
 
@@ -80,11 +83,13 @@ template <xconv_dtype D> struct byte_traits {
         asm("prmt.b32 %0, %1, 0, %2;" : "=r"(r) : "r"(q[i >> 2]), "r"(sel));
         return r;
     }
-    template <int YB> static __device__ __forceinline__ uint32_t word(const uint32_t *a, int i)
+    template <int YB, int W> static __device__ __forceinline__ void words(const uint32_t *a, uint32_t (&o)[W])
     {
-        if constexpr (YB == 4) return a[i];
-        return __byte_perm(__byte_perm(a[4 * i], a[4 * i + 1], 0x0040),
-                           __byte_perm(a[4 * i + 2], a[4 * i + 3], 0x0040), 0x5410);
+#pragma unroll
+        for (int i = 0; i < W; i++)
+            o[i] = YB == 4 ? a[i]
+                           : __byte_perm(__byte_perm(a[4 * i], a[4 * i + 1], 0x0040),
+                                         __byte_perm(a[4 * i + 2], a[4 * i + 3], 0x0040), 0x5410);
     }
 };
 template <> struct vec_traits<XCONV_DTYPE_I8> : byte_traits<XCONV_DTYPE_I8> {};
@@ -106,15 +111,7 @@ __device__ __forceinline__ void vec_store(char *dst, const typename vec_traits<D
 {
     constexpr int W = vec_traits<D>::V * YB / 4;
     uint32_t o[W];
-    if constexpr ((D == XCONV_DTYPE_BF16 || D == XCONV_DTYPE_F16) && YB == 2) {
-        float lo[W], hi[W]; /* 16-bit floats: one NaN check for the vector (round_pairs) */
-#pragma unroll
-        for (int i = 0; i < W; i++) lo[i] = acc[2 * i], hi[i] = acc[2 * i + 1];
-        round_pairs<D, W>(lo, hi, o);
-    } else {
-#pragma unroll
-        for (int i = 0; i < W; i++) o[i] = vec_traits<D>::template word<YB>(acc, i);
-    }
+    vec_traits<D>::template words<YB, W>(acc, o);
 #pragma unroll
     for (int j = 0; j < W / 4; j++)
         ((uint4 *)dst)[j] = make_uint4(o[4 * j], o[4 * j + 1], o[4 * j + 2], o[4 * j + 3]);
