@@ -298,6 +298,88 @@ static void run_case(const dw_case *c, xconv_layout L, xconv_dtype xdt, xconv_dt
     free(x.data), free(w.data), free(b.data), free(yr.data);
 }
 
+/*
+ * bf16 x in 3x3 row-pair tiles with more than 16 channels runs by blocks of 32 (even and odd
+ * channels apart, depthwise.h); 16 channels or fewer run by blocks of 16. Second algorithm:
+ * the same conv cut into slices of 16 channels (views into x, w, bias and y) must give the
+ * same bits channel for channel, NaNs as NaNs (which NaN a fused multiply-add passes on is
+ * not fixed). Channel counts around 32 and with a half block (144: MobileNet's), widths
+ * around the tiles of 3, strides 1 and 2, odd and even heights, padded or not, infinities
+ * and NaNs in one run in two.
+ */
+static void check_bf16_blocks(tu_rng *r)
+{
+    static const int64_t chans[] = {17, 31, 32, 33, 48, 63, 64, 65, 144};
+    static const int64_t widths[] = {1, 2, 3, 4, 5, 6, 7, 10, 13, 29};
+    int runs = 0;
+    for (int ci = 0; ci < 9; ci++)
+        for (int wi = 0; wi < 10; wi++)
+            for (int s = 1; s <= 2; s++)
+                for (int yb = 0; yb < 2; yb++, runs++) {
+                    const int64_t C = chans[ci];
+                    tu_problem p;
+                    memset(&p, 0, sizeof p);
+                    p.op = XCONV_OP_CONV, p.d = 2, p.layout = XCONV_LAYOUT_CHANNELS_LAST, p.n = 1 + runs % 2;
+                    p.cin = p.cout = p.groups = C, p.has_bias = runs % 3 != 0;
+                    p.xdt = XCONV_DTYPE_BF16, p.ydt = yb ? XCONV_DTYPE_F32 : XCONV_DTYPE_BF16;
+                    const bool pad = runs % 4 != 3;
+                    p.x[0] = 3 + runs % 4, p.x[1] = (widths[wi] - 1) * s + (pad ? 1 : 3);
+                    for (int i = 0; i < 2; i++)
+                        p.k[i] = 3, p.stride[i] = s, p.dil[i] = 1, p.lo[i] = p.hi[i] = pad ? 1 : 0;
+                    tu_problem_finish(&p);
+                    int64_t xs[4], ws[4], bs[1], ys[4];
+                    tu_shapes(&p, xs, ws, bs, ys);
+                    /* dense channels, padded pixels and rows (step 1 inside, + 3 outside) */
+                    xconv_tensor x = make_view_inner(p.xdt, 4, xs, V_PADDED, 0, false, 1);
+                    xconv_tensor w = make_view_inner(p.xdt, 4, ws, V_PADDED, 0, false, 1);
+                    xconv_tensor b = make_view_inner(p.xdt, 1, bs, V_PADDED, 0, false, 1);
+                    xconv_tensor y = make_view_inner(p.ydt, 4, ys, V_PADDED, 0, true, 1);
+                    xconv_tensor yc = y;
+                    yc.data = malloc(y.buffer_bytes);
+                    memset(yc.data, 0xA5, y.buffer_bytes);
+                    fill_all(&x, r), fill_all(&w, r), fill_all(&b, r);
+                    if (runs % 2) {
+                        static const double specials[3] = {INFINITY, -INFINITY, NAN};
+                        xconv_tensor *tv[2] = {&x, &w};
+                        for (int q = 0; q < 2; q++)
+                            for (int64_t i = 0; i < (int64_t)(tv[q]->buffer_bytes / 2); i++)
+                                if (tu_int(r, 0, 15) == 0)
+                                    tu_store(p.xdt, tv[q]->data, i, (tu_val){0, specials[tu_int(r, 0, 2)], 0.0});
+                    }
+                    char desc[200];
+                    tu_describe(&p, desc, sizeof desc);
+                    xconv_error err;
+                    const char *used = NULL;
+                    xconv_status st = tu_conv(CTX[2], &p, &x, &w, &b, &y, NULL, &used, &err);
+                    XT_CHECK(st == XCONV_STATUS_OK && used && strcmp(used, "cpu.depthwise") == 0,
+                             "bf16 blocks %s: %s %s (engine %s)", desc, xconv_status_name(st), err.description,
+                             used ? used : "none");
+                    for (int64_t c0 = 0; c0 < C; c0 += 16) {
+                        tu_problem q = p;
+                        q.cin = q.cout = q.groups = C - c0 < 16 ? C - c0 : 16;
+                        xconv_tensor xv = x, wv = w, bv = b, yv = yc;
+                        xv.shape[3] = yv.shape[3] = wv.shape[0] = bv.shape[0] = q.cout;
+                        xv.offset += c0 * x.strides[3], yv.offset += c0 * y.strides[3];
+                        wv.offset += c0 * w.strides[0], bv.offset += c0 * b.strides[0];
+                        st = tu_conv(CTX[2], &q, &xv, &wv, &bv, &yv, "cpu.depthwise", &used, &err);
+                        XT_CHECK(st == XCONV_STATUS_OK, "bf16 blocks %s, channels %" PRId64 "+: %s %s", desc, c0,
+                                 xconv_status_name(st), err.description);
+                    }
+                    /* every element slot, the gaps (canaries) included */
+                    const int64_t es = (int64_t)xconv_dtype_size(p.ydt), slots = (int64_t)y.buffer_bytes / es;
+                    int64_t bad = 0;
+                    for (int64_t i = 0; i < slots; i++) {
+                        if (memcmp((char *)y.data + i * es, (char *)yc.data + i * es, (size_t)es) == 0) continue;
+                        const tu_val a = tu_load(p.ydt, y.data, i), e = tu_load(p.ydt, yc.data, i);
+                        bad += !(isnan(a.re) && isnan(e.re));
+                    }
+                    XT_CHECK(bad == 0, "bf16 blocks %s: %" PRId64 " of %" PRId64 " slots differ from slices of 16",
+                             desc, bad, slots);
+                    free(x.data), free(w.data), free(b.data), free(y.data), free(yc.data);
+                }
+    printf("bf16 blocks of 32 against slices of 16: %d convs\n", runs);
+}
+
 int main(void)
 {
     for (int t = 1; t <= 3; t++) {
@@ -352,6 +434,7 @@ int main(void)
             }
     check_f8_codecs(XCONV_DTYPE_F8E4M3);
     check_f8_codecs(XCONV_DTYPE_F8E5M2);
+    check_bf16_blocks(&r);
     printf("depthwise comparisons against cpu.ref: %d\n", compared);
     for (int t = 1; t <= 3; t++) xconv_context_destroy(CTX[t]);
     return xt_finish("test_depthwise");

@@ -102,10 +102,11 @@ static dw_geom dw_geom_of(const xconv_canon *p)
     const double cap = ws_cap(p);
     const int threads = p->threads > 0 ? p->threads : 1;
 
-    const int64_t cpb = XCONV_DW_BLOCK(p->ct), ncb = (p->cout + cpb - 1) / cpb;
     const bool fast = xconv__dw_fast_kinds(p, &g.xk, &g.yk);
+    const int64_t cpb = fast ? XCONV_DW_KBLOCK(g.xk, p->ct) : XCONV_DW_BLOCK(p->ct);
+    const int64_t ncb = (p->cout + cpb - 1) / cpb, bvb = XCONV_DW_VBYTES * (fast ? XCONV_DW_XVECS(g.xk) : 1);
     const size_t wvb = XCONV_DW_VBYTES * (size_t)(fast ? XCONV_DW_WVECS(g.xk) : 1); /* per tap */
-    const double fast_w = (double)wvb * (double)ncb * (double)(kk + 1);
+    const double fast_w = (double)wvb * (double)ncb * (double)kk + (double)bvb * (double)ncb;
     if (fast && fast_w + 256.0 <= cap) {
         const int64_t rp = xconv__dw_fast_rows(p);
         const int64_t frows = p->n * p->y_size[0] * ((p->y_size[1] + rp - 1) / rp);
@@ -125,7 +126,7 @@ static dw_geom dw_geom_of(const xconv_canon *p)
         g.wk = 0;
         /* prepacked (constant weights): the plan holds them, the workspace only the bias */
         g.bp = p->prepacked ? 0 : align64(wvb * (size_t)(ncb * kk));
-        g.total = align64(g.bp + XCONV_DW_VBYTES * (size_t)ncb);
+        g.total = align64(g.bp + (size_t)bvb * (size_t)ncb);
         return g;
     }
 
@@ -210,22 +211,29 @@ static void dw_fast_range(void *arg, int64_t begin, int64_t end, int slot)
     xconv__dw_fast_range(arg, begin, end);
 }
 
-/* Fast path packing: wf [block][K][vectors] and bf [block][64 bytes] in the compute type,
+/* The 32 f32 values of a XCONV_DW_X_BF16X2 block in its order: even channels, then odd. */
+static void split_even_odd(float *dst, const float *src)
+{
+    for (int c = 0; c < 16; c++) dst[c] = src[2 * c], dst[16 + c] = src[2 * c + 1];
+}
+
+/* Fast path packing: wf [block][K][vectors] and bf [block][vectors] in the compute type,
  * zero past Cout (depthwise.h); 8-bit x's weights keep their low 16 bits only (the
  * vpmaddwd/vpdpwssd operand); complex weights (wr, wi) become the vectors of (wr, wr) and
- * (-wi, wi) pairs. The weights go to wf (the workspace, or the plan's memory at creation for
- * constant weights). */
+ * (-wi, wi) pairs; XCONV_DW_X_BF16X2's 32 channels per block go even channels first. The
+ * weights go to wf (the workspace, or the plan's memory at creation for constant weights). */
 static void pack_fast(const xconv_exec *e, const dw_geom *g, unsigned char *wf)
 {
     const xconv_canon *p = e->p;
-    const int64_t kk = xconv__prod3(p->k_size), L = XCONV_DW_BLOCK(p->ct);
+    const int64_t kk = xconv__prod3(p->k_size), L = XCONV_DW_KBLOCK(g->xk, p->ct);
     const int64_t ncb = (p->cout + L - 1) / L, nv = XCONV_DW_WVECS(g->xk);
+    const bool x2 = g->xk == XCONV_DW_X_BF16X2;
     const size_t V = XCONV_DW_VBYTES;
-    union {
-        uint32_t u32[XCONV_DW_VBYTES / 4];
-        float    f32[XCONV_DW_VBYTES / 4];
-        double   f64[XCONV_DW_VBYTES / 8];
-    } row, out[2];
+    union dw_vecs {
+        uint32_t u32[XCONV_DW_VBYTES / 2];
+        float    f32[XCONV_DW_VBYTES / 2];
+        double   f64[XCONV_DW_VBYTES / 4];
+    } row, out;
     const dw_ctx d = {e, g, NULL, NULL};
     for (int64_t cb = 0; wf && cb < ncb; cb++) {
         const int64_t cnt = p->cout - cb * L < L ? p->cout - cb * L : L;
@@ -234,24 +242,32 @@ static void pack_fast(const xconv_exec *e, const dw_geom *g, unsigned char *wf)
             load_w(&d, k, cb * L, &row, cnt);
             if (XCONV_DW_X_BYTES(g->xk)) /* vpmaddwd's 16-bit operand */
                 for (size_t c = 0; c < V / 4; c++) row.u32[c] &= 0xffffu;
-            out[0] = row;
+            out = row;
+            if (x2) split_even_odd(out.f32, row.f32);
+            /* complex: (wr, wr) pairs in the first vector, (-wi, wi) in the second */
             for (size_t c = 0; g->xk == XCONV_DW_X_C64 && c < V / 4; c += 2) {
-                out[0].f32[c + 1] = row.f32[c];
-                out[1].f32[c] = -row.f32[c + 1], out[1].f32[c + 1] = row.f32[c + 1];
+                out.f32[c + 1] = row.f32[c];
+                out.f32[V / 4 + c] = -row.f32[c + 1], out.f32[V / 4 + c + 1] = row.f32[c + 1];
             }
             for (size_t c = 0; g->xk == XCONV_DW_X_C128 && c < V / 8; c += 2) {
-                out[0].f64[c + 1] = row.f64[c];
-                out[1].f64[c] = -row.f64[c + 1], out[1].f64[c + 1] = row.f64[c + 1];
+                out.f64[c + 1] = row.f64[c];
+                out.f64[V / 8 + c] = -row.f64[c + 1], out.f64[V / 8 + c + 1] = row.f64[c + 1];
             }
-            memcpy(wf + V * (size_t)((cb * kk + k) * nv), out, V * (size_t)nv);
+            memcpy(wf + V * (size_t)((cb * kk + k) * nv), &out, V * (size_t)nv);
         }
     }
     if (p->has_bias) {
         unsigned char *bf = (unsigned char *)e->workspace + g->bp;
-        memset(bf, 0, V * (size_t)ncb);
+        const size_t bb = V * (size_t)XCONV_DW_XVECS(g->xk) * (size_t)ncb;
+        memset(bf, 0, bb);
         xconv__load_row(p->ct, p->bias_dtype,
                         (const char *)e->bias + p->b_off * (int64_t)xconv_dtype_size(p->bias_dtype), p->b_s,
                         bf, p->cout);
+        for (int64_t cb = 0; x2 && cb < ncb; cb++) {
+            memcpy(&row, bf + 2 * V * (size_t)cb, 2 * V);
+            split_even_odd(out.f32, row.f32);
+            memcpy(bf + 2 * V * (size_t)cb, &out, 2 * V);
+        }
     }
 }
 
@@ -288,7 +304,7 @@ static xconv_status dw_run(const xconv_exec *e, xconv_error *err)
 static size_t dw_prepack_bytes(const xconv_canon *p)
 {
     const dw_geom g = dw_geom_of(p);
-    const int64_t cpb = XCONV_DW_BLOCK(p->ct), ncb = (p->cout + cpb - 1) / cpb;
+    const int64_t cpb = XCONV_DW_KBLOCK(g.xk, p->ct), ncb = (p->cout + cpb - 1) / cpb;
     return g.path == DW_FAST ? XCONV_DW_VBYTES * (size_t)(XCONV_DW_WVECS(g.xk) * ncb * xconv__prod3(p->k_size))
                              : 0;
 }

@@ -23,6 +23,13 @@
  * weight, high half zero; for the wider integers the whole u32), two for complex
  * ((wr, wr) pairs, then (-wi, wi) pairs); bias [channel block][64 bytes]; lanes past Cout
  * are zero.
+ * bf16 x in 3x3 row-pair tiles with more than 16 channels goes by blocks of 32 (the kind
+ * XCONV_DW_X_BF16X2): one 64-byte load holds 32 channels, whose even channels are each
+ * 32-bit lane shifted left by 16 and whose odd channels are each lane with its low half
+ * cleared, so a block is two f32 vectors (even, odd) for one load and two integer ops, where
+ * blocks of 16 take a load, a widening and a shift per 16. Its weights are packed two
+ * vectors per tap (the even channels', then the odd channels') and its bias two vectors
+ * per block, in the same order; the sums are the same per channel as the blocks of 16's.
  */
 #ifndef XCONV_CPU_DEPTHWISE_H
 #define XCONV_CPU_DEPTHWISE_H
@@ -37,6 +44,7 @@
 typedef enum xconv_dw_xkind {
     XCONV_DW_X_F32,
     XCONV_DW_X_BF16,
+    XCONV_DW_X_BF16X2, /* bf16 by blocks of 32 channels, even and odd lanes apart (above) */
     XCONV_DW_X_F16,
     XCONV_DW_X_E4M3,
     XCONV_DW_X_E5M2, /* the last kind summed in f32 (XCONV_DW_X_F32SUM) */
@@ -59,7 +67,12 @@ typedef enum xconv_dw_xkind {
 #define XCONV_DW_X_FLOAT(xk) ((xk) <= XCONV_DW_X_C128)
 #define XCONV_DW_X_COMPLEX(xk) ((xk) == XCONV_DW_X_C64 || (xk) == XCONV_DW_X_C128)
 /* packed weight vectors per tap */
-#define XCONV_DW_WVECS(xk) (XCONV_DW_X_COMPLEX(xk) ? 2 : 1)
+#define XCONV_DW_WVECS(xk) (XCONV_DW_X_COMPLEX(xk) || (xk) == XCONV_DW_X_BF16X2 ? 2 : 1)
+/* vectors per channel block of x, of the accumulators and of the packed bias: 2 for
+ * XCONV_DW_X_BF16X2 (even and odd channels), else 1 */
+#define XCONV_DW_XVECS(xk) ((xk) == XCONV_DW_X_BF16X2 ? 2 : 1)
+/* channels per block of x kind xk and compute type ct */
+#define XCONV_DW_KBLOCK(xk, ct) (XCONV_DW_XVECS(xk) * XCONV_DW_BLOCK(ct))
 /* u32 kinds whose 16-bit weights multiply by vpmaddwd / vpdpwssd */
 #define XCONV_DW_X_BYTES(xk) ((xk) == XCONV_DW_X_I8 || (xk) == XCONV_DW_X_U8)
 

@@ -17,7 +17,12 @@
  * time with bounds checks. Channel blocks run inside each tile, so the pixels a tile reads
  * stay in L1 and are read in address order.
  * A block is 16 channels of 32 bits, 8 of 64 bits (f64, u64, c64) or 4 of c128; the last
- * block of a channel count that is not a multiple of that uses masked loads/stores.
+ * block of a channel count that is not a multiple of that uses masked loads/stores. bf16 x
+ * in the row-pair tiles with more than 16 channels goes by blocks of 32 (XCONV_DW_X_BF16X2,
+ * depthwise.h) in tiles of 2 rows x 3 pixels: one load and two integer ops widen 32
+ * channels, where blocks of 16 took a load, a widening and a shift per 16 (one thread:
+ * mbv2_dw_144s2 35-46 -> 50-55 GFLOP/s, mbv2_dw_384 53-63 -> 64-73; tiles of 4 spilled and
+ * ran slower, tiles of 2 about the same).
  * Tiles of 7 replace tiles of 8 where that avoids overlapping tiles (widths 14, 28, ...).
  * This file picks the entry point (depthwise_avx512.h) per x kind and feature set; the
  * stencils (depthwise_avx512.tmpl.h) are instantiated in depthwise_avx512_float.c, _int.c and
@@ -50,6 +55,7 @@ void xconv__dw_fast_range(const xconv_dw_fast *f, int64_t begin, int64_t end)
     switch (f->xk) {
     case XCONV_DW_X_F32: xconv__dw_run_f32_avx512(f, begin, end); break;
     case XCONV_DW_X_BF16: xconv__dw_run_bf16_avx512(f, begin, end); break;
+    case XCONV_DW_X_BF16X2: xconv__dw_run_bf16x2_avx512(f, begin, end); break;
     case XCONV_DW_X_F16: xconv__dw_run_f16_avx512(f, begin, end); break;
     case XCONV_DW_X_E4M3: xconv__dw_run_e4m3_avx512(f, begin, end); break;
     case XCONV_DW_X_E5M2: xconv__dw_run_e5m2_avx512(f, begin, end); break;
@@ -105,7 +111,11 @@ bool xconv__dw_fast_kinds(const xconv_canon *p, xconv_dw_xkind *xk, xconv_dw_yki
     }
     switch (p->x_dtype) {
     case XCONV_DTYPE_F32: *xk = XCONV_DW_X_F32; break;
-    case XCONV_DTYPE_BF16: *xk = XCONV_DW_X_BF16; break;
+    case XCONV_DTYPE_BF16:
+        /* blocks of 32 where the row-pair tiles run (the only stencil of that kind) and
+         * there are more than 16 channels */
+        *xk = xconv__dw_fast_rows(p) == 2 && p->cout > 16 ? XCONV_DW_X_BF16X2 : XCONV_DW_X_BF16;
+        break;
     case XCONV_DTYPE_F16: *xk = XCONV_DW_X_F16; break;
     case XCONV_DTYPE_F8E4M3: *xk = XCONV_DW_X_E4M3; break;
     case XCONV_DTYPE_F8E5M2: *xk = XCONV_DW_X_E5M2; break;

@@ -26,10 +26,11 @@ typedef struct dw_row {
     const xconv_canon *p;
     const void *w, *bias;
     int64_t     kk;          /* taps: K0*K1*K2 */
-    int64_t     cpb;         /* channels per block (XCONV_DW_BLOCK) */
+    int64_t     cpb;         /* channels per block (XCONV_DW_KBLOCK) */
     int64_t     ncb;         /* channel blocks */
     bool        tail;        /* the last block is partial */
-    __mmask16   mask;        /* its lanes, 32- or 64-bit as the x kind's (all for full blocks) */
+    __mmask32   mask;        /* its lanes: 32- or 64-bit as the x kind's, 16-bit for
+                              * XCONV_DW_X_BF16X2 (dw_full_mask for full blocks) */
     int64_t     xes, yes;    /* element bytes */
     int64_t     xps, yps;    /* bytes between pixels along dim 2 */
     int64_t     seg, nseg;
@@ -43,6 +44,13 @@ typedef struct dw_row {
     char       *yrow;        /* y[n, 0, j0, j1, 0] */
 } dw_row;
 
+/* The load mask of a full channel block of x kind xk: 32 16-bit lanes for
+ * XCONV_DW_X_BF16X2, else 16 lanes (the 64-bit kinds read its low 8). */
+static inline __mmask32 dw_full_mask(int xk)
+{
+    return xk == XCONV_DW_X_BF16X2 ? (__mmask32)0xffffffffu : (__mmask32)0xffffu;
+}
+
 static inline void dw_row_init(dw_row *r, const xconv_dw_fast *f)
 {
     const xconv_canon *p = f->p;
@@ -51,12 +59,12 @@ static inline void dw_row_init(dw_row *r, const xconv_dw_fast *f)
     r->w = f->w;
     r->bias = f->bias;
     r->kk = xconv__prod3(p->k_size);
-    r->cpb = XCONV_DW_BLOCK(p->ct);
+    r->cpb = XCONV_DW_KBLOCK(f->xk, p->ct);
     r->ncb = (p->cout + r->cpb - 1) / r->cpb;
     r->tail = p->cout % r->cpb != 0;
     /* lanes per channel: 2 for c128 (64-bit lanes), else 1 */
     const unsigned lanes = (unsigned)(p->cout % r->cpb) * (f->xk == XCONV_DW_X_C128 ? 2u : 1u);
-    r->mask = r->tail ? (__mmask16)((1u << lanes) - 1u) : (__mmask16)0xffff;
+    r->mask = r->tail ? (__mmask32)((1u << lanes) - 1u) : dw_full_mask(f->xk);
     r->xes = (int64_t)xconv_dtype_size(p->x_dtype);
     r->yes = (int64_t)xconv_dtype_size(p->y_dtype);
     r->xps = p->x_ss[2] * r->xes;
@@ -102,6 +110,7 @@ typedef struct dw_v2 {
     __attribute__((target(tgt))) void xconv__dw_run_##kind##_##sfx(const xconv_dw_fast *f, int64_t b, int64_t e);
 DW_PROTO(avx512, DW_TARGET_AVX512, f32)
 DW_PROTO(avx512, DW_TARGET_AVX512, bf16)
+DW_PROTO(avx512, DW_TARGET_AVX512, bf16x2)
 DW_PROTO(avx512, DW_TARGET_AVX512, f16)
 DW_PROTO(avx512, DW_TARGET_AVX512, e4m3)
 DW_PROTO(avx512, DW_TARGET_AVX512, e5m2)

@@ -96,7 +96,8 @@ DW_AI __m512i DW_NAME(dw_ld1)(int xk, const char *p, __mmask16 m, bool masked)
         return masked ? _mm512_maskz_loadu_epi64((__mmask8)m, p) : _mm512_loadu_si512(p);
     case XCONV_DW_X_F32:
         return masked ? _mm512_maskz_loadu_epi32(m, p) : _mm512_loadu_si512(p);
-    case XCONV_DW_X_BF16: {
+    case XCONV_DW_X_BF16:
+    case XCONV_DW_X_BF16X2: /* (dw_ld reads this kind itself) */ {
         const __m256i h = masked ? _mm256_maskz_loadu_epi16(m, p) : _mm256_loadu_si256((const __m256i *)p);
         return _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16);
     }
@@ -137,9 +138,26 @@ DW_AI dw_v2 DW_NAME(dw_xop)(int xk, __m512i v)
     return o;
 }
 
-DW_AI dw_v2 DW_NAME(dw_ld)(int xk, const char *p, __mmask16 m, bool masked)
+/* For XCONV_DW_X_BF16X2, v holds the even channels of the 32 at p and s the odd ones, as
+ * f32: the bf16 bits of channel 2i are the low half of 32-bit lane i, those of 2i + 1 its
+ * high half. m has a bit per channel for that kind, per lane for the others. */
+DW_AI dw_v2 DW_NAME(dw_ld)(int xk, const char *p, __mmask32 m, bool masked)
 {
-    return DW_NAME(dw_xop)(xk, DW_NAME(dw_ld1)(xk, p, m, masked));
+    if (xk == XCONV_DW_X_BF16X2) {
+        const __m512i raw = masked ? _mm512_maskz_loadu_epi16(m, p) : _mm512_loadu_si512(p);
+        const dw_v2 o = {_mm512_slli_epi32(raw, 16), _mm512_and_si512(raw, _mm512_set1_epi32((int)0xffff0000u))};
+        return o;
+    }
+    return DW_NAME(dw_xop)(xk, DW_NAME(dw_ld1)(xk, p, (__mmask16)m, masked));
+}
+
+/* Operand o as dw_mac takes it for the vector h of a channel block: o itself for kinds of
+ * one vector per block; for XCONV_DW_X_BF16X2 its even (h = 0) or odd (h = 1) channels. */
+DW_AI dw_v2 DW_NAME(dw_half)(int xk, dw_v2 o, int h)
+{
+    if (XCONV_DW_XVECS(xk) == 1) return o;
+    const dw_v2 q = {h ? o.s : o.v, h ? o.s : o.v};
+    return q;
 }
 
 /* x = 0, as a tap in the padding reads it */
@@ -182,6 +200,16 @@ DW_AI __m512i DW_NAME(dw_mac)(int xk, __m512i acc, dw_v2 xo, dw_v2 wo)
 #endif
 }
 
+/* f32 lanes rounded to bf16 in their high halves as src/core/dtypes.c rounds: by the
+ * carry-propagating add to nearest even, NaN -> the quiet NaN of its high half. */
+DW_AI __m512i DW_NAME(dw_bf16_hi)(__m512i acc)
+{
+    const __mmask16 nan = _mm512_cmp_ps_mask(_mm512_castsi512_ps(acc), _mm512_castsi512_ps(acc), _CMP_UNORD_Q);
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(acc, 16), _mm512_set1_epi32(1));
+    const __m512i r = _mm512_add_epi32(acc, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff)));
+    return _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(acc, _mm512_set1_epi32(0x400000)));
+}
+
 /* Stores the lanes of acc (or the masked ones) at p as y's dtype. Rounding as in
  * src/core/dtypes.c: bf16 by the carry-propagating add, NaN -> quiet NaN of its high half;
  * f16 by the hardware's round-to-nearest-even, NaN -> sign | 0x7e00. */
@@ -209,11 +237,7 @@ DW_AI void DW_NAME(dw_st)(int yk, char *p, __m512i acc, __mmask16 m, bool masked
         else _mm512_storeu_si512(p, acc);
         return;
     case XCONV_DW_Y_BF16: {
-        const __mmask16 nan = _mm512_cmp_ps_mask(_mm512_castsi512_ps(acc), _mm512_castsi512_ps(acc), _CMP_UNORD_Q);
-        const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(acc, 16), _mm512_set1_epi32(1));
-        __m512i r = _mm512_srli_epi32(_mm512_add_epi32(acc, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
-        r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_srli_epi32(acc, 16), _mm512_set1_epi32(0x40)));
-        const __m256i h = _mm512_cvtepi32_epi16(r);
+        const __m256i h = _mm512_cvtepi32_epi16(_mm512_srli_epi32(DW_NAME(dw_bf16_hi)(acc), 16));
         if (masked) _mm256_mask_storeu_epi16(p, m, h);
         else _mm256_storeu_si256((__m256i *)p, h);
         return;
@@ -252,6 +276,24 @@ DW_AI void DW_NAME(dw_st)(int yk, char *p, __m512i acc, __mmask16 m, bool masked
     }
 }
 
+/* Stores a XCONV_DW_X_BF16X2 block's sums (ev: even channels, od: odd ones) at p as y's
+ * dtype, channels in order, masked by m (a bit per channel); yes: y's element bytes. bf16 y
+ * puts each odd channel's bits in the high half of its even neighbour's lane (one 64-byte
+ * store); other dtypes interleave the two into channels 0-15 and 16-31 for dw_st. */
+DW_AI void DW_NAME(dw_st2)(int yk, char *p, __m512i ev, __m512i od, __mmask32 m, int64_t yes)
+{
+    if (yk == XCONV_DW_Y_BF16) {
+        const __m512i lo = _mm512_srli_epi32(DW_NAME(dw_bf16_hi)(ev), 16);
+        _mm512_mask_storeu_epi16(p, m, _mm512_mask_mov_epi16(lo, 0xaaaaaaaau, DW_NAME(dw_bf16_hi)(od)));
+        return;
+    }
+    /* lane j of the first half: channel j, the even channels' lane j / 2 or the odd ones' */
+    const __m512i first = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __m512i second = _mm512_add_epi32(first, _mm512_set1_epi32(8));
+    DW_NAME(dw_st)(yk, p, _mm512_permutex2var_epi32(ev, first, od), (__mmask16)m, true);
+    DW_NAME(dw_st)(yk, p + 16 * yes, _mm512_permutex2var_epi32(ev, second, od), (__mmask16)(m >> 16), true);
+}
+
 /*
  * WT outputs [ow0, ow0 + WT) of one channel block whose taps all lie inside the row along
  * dim 2 (KW taps, stride S, dilation 1). Each input pixel is loaded and converted once per
@@ -262,7 +304,7 @@ DW_AI void DW_NAME(dw_tile)(const dw_row *r, int xk, int yk, bool masked, bool c
 {
     enum { MAXT = 8 };
     const xconv_canon *p = r->p;
-    const __mmask16 m = r->mask;
+    const __mmask16 m = (__mmask16)r->mask;
     const __m512i *wb = (const __m512i *)r->w + cb * r->kk * XCONV_DW_WVECS(xk);
     __m512i acc[MAXT];
     const __m512i init = r->bias ? _mm512_load_si512((const __m512i *)r->bias + cb) : _mm512_setzero_si512();
@@ -308,7 +350,7 @@ DW_AI void DW_NAME(dw_tile)(const dw_row *r, int xk, int yk, bool masked, bool c
 DW_AI void DW_NAME(dw_pixel)(const dw_row *r, int xk, int yk, bool masked, int64_t ow, int64_t cb)
 {
     const xconv_canon *p = r->p;
-    const __mmask16 m = r->mask;
+    const __mmask16 m = (__mmask16)r->mask;
     const int64_t K2 = p->k_size[2];
     const __m512i *wb = (const __m512i *)r->w + cb * r->kk * XCONV_DW_WVECS(xk);
     __m512i acc = r->bias ? _mm512_load_si512((const __m512i *)r->bias + cb) : _mm512_setzero_si512();
@@ -375,17 +417,21 @@ DW_AI void DW_NAME(dw_cover)(const dw_row *r, int xk, int yk, int KW, int S, int
  * (wv[k1 * 3 + kw]). Rows go in u order and columns in i order, so every output still takes
  * its taps in (k1, kw) order. A checked tile reads columns outside x as zeros. Loads and
  * stores are masked (all lanes for a full block), so one body serves full and partial blocks.
+ * A block is XCONV_DW_XVECS(xk) vectors (init[h], accumulators acc[r][t][h]); yes: y's
+ * element bytes.
  */
 DW_AI void DW_NAME(dw_pt)(int xk, int yk, bool checked, int R, int S, int WT, const char *const *xr,
-                          const dw_v2 *wv, __m512i init, int64_t i0, int64_t xw, int64_t xps,
-                          char *const *yp, int64_t yps, __mmask16 m)
+                          const dw_v2 *wv, const __m512i *init, int64_t i0, int64_t xw, int64_t xps,
+                          char *const *yp, int64_t yps, int64_t yes, __mmask32 m)
 {
-    __m512i acc[2][6];
+    const int P = XCONV_DW_XVECS(xk);
+    __m512i acc[2][6][2];
     /* opaque strides: otherwise the compiler hoists every i * xps and t * yps out of the
      * loops over tiles and blocks and spills them, one stack load per address */
     __asm__("" : "+r"(xps), "+r"(yps));
     DW_UNROLL for (int r = 0; r < R; r++)
-        DW_UNROLL for (int t = 0; t < WT; t++) acc[r][t] = init;
+        DW_UNROLL for (int t = 0; t < WT; t++)
+            DW_UNROLL for (int h = 0; h < P; h++) acc[r][t][h] = init[h];
     DW_UNROLL for (int u = 0; u < (R - 1) * S + 3; u++) {
         if (!xr[u]) {
             /* a padding row: 0 * w still joins a float sum (NaN for an infinite w) */
@@ -395,7 +441,9 @@ DW_AI void DW_NAME(dw_pt)(int xk, int yk, bool checked, int R, int S, int WT, co
                     if (k1 < 0 || k1 >= 3) continue;
                     DW_UNROLL for (int t = 0; t < WT; t++)
                         DW_UNROLL for (int kw = 0; kw < 3; kw++)
-                            acc[r][t] = DW_NAME(dw_mac)(xk, acc[r][t], DW_NAME(dw_x0)(xk), wv[k1 * 3 + kw]);
+                            DW_UNROLL for (int h = 0; h < P; h++)
+                                acc[r][t][h] = DW_NAME(dw_mac)(xk, acc[r][t][h], DW_NAME(dw_x0)(xk),
+                                                               DW_NAME(dw_half)(xk, wv[k1 * 3 + kw], h));
                 }
             continue;
         }
@@ -409,13 +457,18 @@ DW_AI void DW_NAME(dw_pt)(int xk, int yk, bool checked, int R, int S, int WT, co
                 DW_UNROLL for (int kw = 0; kw < 3; kw++) {
                     const int d = i - kw;
                     if (d >= 0 && d % S == 0 && d / S < WT)
-                        acc[r][d / S] = DW_NAME(dw_mac)(xk, acc[r][d / S], xv, wv[k1 * 3 + kw]);
+                        DW_UNROLL for (int h = 0; h < P; h++)
+                            acc[r][d / S][h] = DW_NAME(dw_mac)(xk, acc[r][d / S][h], DW_NAME(dw_half)(xk, xv, h),
+                                                               DW_NAME(dw_half)(xk, wv[k1 * 3 + kw], h));
                 }
             }
         }
     }
     DW_UNROLL for (int r = 0; r < R; r++)
-        DW_UNROLL for (int t = 0; t < WT; t++) DW_NAME(dw_st)(yk, yp[r] + t * yps, acc[r][t], m, true);
+        DW_UNROLL for (int t = 0; t < WT; t++) {
+            if (P == 2) DW_NAME(dw_st2)(yk, yp[r] + t * yps, acc[r][t][0], acc[r][t][1], m, yes);
+            else DW_NAME(dw_st)(yk, yp[r] + t * yps, acc[r][t][0], (__mmask16)m, true);
+        }
 }
 
 /* Every channel block of one dw_pt tile at ow0 (cb inside the tile, so that the tile's
@@ -426,18 +479,21 @@ DW_AI void DW_NAME(dw_pt_blocks)(const dw_row *r, int xk, int yk, bool checked, 
     const xconv_canon *p = r->p;
     const int U = (R - 1) * S + 3;
     const int64_t i0 = ow0 * S - p->pad_lo[2];
+    const int P = XCONV_DW_XVECS(xk);
     for (int64_t cb = 0; cb < r->ncb; cb++) {
-        const __mmask16 m = r->tail && cb == r->ncb - 1 ? r->mask : (__mmask16)0xffff;
+        const __mmask32 m = r->tail && cb == r->ncb - 1 ? r->mask : dw_full_mask(xk);
         const __m512i *wb = (const __m512i *)r->w + cb * 9 * XCONV_DW_WVECS(xk);
         dw_v2 wv[9];
         DW_UNROLL for (int k = 0; k < 9; k++) wv[k] = DW_NAME(dw_wld)(xk, wb, k);
-        const __m512i init = r->bias ? _mm512_load_si512((const __m512i *)r->bias + cb) : _mm512_setzero_si512();
+        __m512i init[2];
+        DW_UNROLL for (int h = 0; h < P; h++)
+            init[h] = r->bias ? _mm512_load_si512((const __m512i *)r->bias + cb * P + h) : _mm512_setzero_si512();
         const int64_t xo = cb * r->cpb * r->xes, yo = (ow0 * p->y_ss[2] + cb * r->cpb) * r->yes;
         const char *xr[5];
         char *yp[2];
         DW_UNROLL for (int u = 0; u < U; u++) xr[u] = xrow[u] ? xrow[u] + xo : NULL;
         DW_UNROLL for (int q = 0; q < R; q++) yp[q] = yrow[q] + yo;
-        DW_NAME(dw_pt)(xk, yk, checked, R, S, WT, xr, wv, init, i0, p->x_size[2], r->xps, yp, r->yps, m);
+        DW_NAME(dw_pt)(xk, yk, checked, R, S, WT, xr, wv, init, i0, p->x_size[2], r->xps, yp, r->yps, r->yes, m);
     }
 }
 
@@ -463,8 +519,12 @@ DW_AI void DW_NAME(dw_pair)(const dw_row *r, int xk, int yk, int R, int S, int64
     const int64_t lb = b < lo_in ? b : lo_in, rb = a > hi_in ? a : hi_in;
     for (int64_t ow = a; ow < lb; ow++) DW_NAME(dw_pt_blocks)(r, xk, yk, true, R, S, 1, xrow, yrow, ow);
     int64_t ow = ia;
-    for (; ow + 6 <= ib; ow += 6) DW_NAME(dw_pt_blocks)(r, xk, yk, false, R, S, 6, xrow, yrow, ow);
-    if (ib - ow >= 4) DW_NAME(dw_pt_blocks)(r, xk, yk, false, R, S, 4, xrow, yrow, ow), ow += 4;
+    if (XCONV_DW_XVECS(xk) == 2) { /* twice the accumulators per output: tiles of 3 */
+        for (; ow + 3 <= ib; ow += 3) DW_NAME(dw_pt_blocks)(r, xk, yk, false, R, S, 3, xrow, yrow, ow);
+    } else {
+        for (; ow + 6 <= ib; ow += 6) DW_NAME(dw_pt_blocks)(r, xk, yk, false, R, S, 6, xrow, yrow, ow);
+        if (ib - ow >= 4) DW_NAME(dw_pt_blocks)(r, xk, yk, false, R, S, 4, xrow, yrow, ow), ow += 4;
+    }
     if (ib - ow >= 2) DW_NAME(dw_pt_blocks)(r, xk, yk, false, R, S, 2, xrow, yrow, ow), ow += 2;
     if (ib - ow >= 1) DW_NAME(dw_pt_blocks)(r, xk, yk, false, R, S, 1, xrow, yrow, ow);
     for (ow = rb; ow < b; ow++) DW_NAME(dw_pt_blocks)(r, xk, yk, true, R, S, 1, xrow, yrow, ow);
@@ -488,7 +548,8 @@ DW_AI void DW_NAME(dw_items)(const xconv_dw_fast *f, int xk, int64_t begin, int6
     const int yk = f->yk;
     for (int64_t item = begin; item < end; item++) {
         dw_row_at(&r, item);
-        if (r.rp == 2) { /* 3x3 windows by row pairs (dw_fast_rows) */
+        /* 3x3 windows by row pairs (dw_fast_rows; XCONV_DW_X_BF16X2 runs only these) */
+        if (xk == XCONV_DW_X_BF16X2 || r.rp == 2) {
             const bool two = r.j1 + 1 < p->y_size[1];
             if (S == 1) {
                 if (two) DW_NAME(dw_pair)(&r, xk, yk, 2, 1, lo_in, hi_in);
