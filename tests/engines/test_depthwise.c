@@ -305,7 +305,8 @@ static void run_case(const dw_case *c, xconv_layout L, xconv_dtype xdt, xconv_dt
  * same bits channel for channel, NaNs as NaNs (which NaN a fused multiply-add passes on is
  * not fixed). Channel counts around 32 and with a half block (144: MobileNet's), widths
  * around the tiles of 3, strides 1 and 2, odd and even heights, padded or not, infinities
- * and NaNs in one run in two.
+ * and NaNs in one run in two, sums that are f32 subnormals in one in four (vcvtne2ps2bf16
+ * flushes those; the blocks of 32 must not).
  */
 static void check_bf16_blocks(tu_rng *r)
 {
@@ -338,6 +339,13 @@ static void check_bf16_blocks(tu_rng *r)
                     yc.data = malloc(y.buffer_bytes);
                     memset(yc.data, 0xA5, y.buffer_bytes);
                     fill_all(&x, r), fill_all(&w, r), fill_all(&b, r);
+                    if (runs % 4 == 2) { /* products and sums near 2^-128: f32 subnormals */
+                        xconv_tensor *tv[3] = {&x, &w, &b};
+                        for (int q = 0; q < 3; q++)
+                            for (int64_t i = 0; i < (int64_t)(tv[q]->buffer_bytes / 2); i++)
+                                tu_store(p.xdt, tv[q]->data, i,
+                                         (tu_val){0, (2.0 * tu_unit(r) - 1.0) * (q < 2 ? 0x1p-64 : 0x1p-127), 0.0});
+                    }
                     if (runs % 2) {
                         static const double specials[3] = {INFINITY, -INFINITY, NAN};
                         xconv_tensor *tv[2] = {&x, &w};
@@ -435,6 +443,10 @@ int main(void)
     check_f8_codecs(XCONV_DTYPE_F8E4M3);
     check_f8_codecs(XCONV_DTYPE_F8E5M2);
     check_bf16_blocks(&r);
+    /* again with bf16 y rounded without vcvtne2ps2bf16 (what CPUs without AVX512-BF16 run) */
+    setenv("XCONV_DW_BF16HW", "0", 1);
+    check_bf16_blocks(&r);
+    unsetenv("XCONV_DW_BF16HW");
     printf("depthwise comparisons against cpu.ref: %d\n", compared);
     for (int t = 1; t <= 3; t++) xconv_context_destroy(CTX[t]);
     return xt_finish("test_depthwise");

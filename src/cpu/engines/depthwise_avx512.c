@@ -32,6 +32,10 @@
  */
 #include "cpu/engines/depthwise_avx512.h"
 
+#include <stdlib.h>
+
+#include "cpu/engines/amx.h" /* xconv__amx_vec_available: the AVX512-BF16 probe */
+
 #if defined(__GNUC__) && defined(__x86_64__)
 
 static int dw_isa(void)
@@ -49,13 +53,24 @@ static int dw_isa(void)
     return isa;
 }
 
+/* XCONV_DW_X_BF16X2's bf16 y by vcvtne2ps2bf16: where the CPU has AVX512-BF16, unless
+ * XCONV_DW_BF16HW=0 (read per call, so that a test can run both paths on one machine). */
+static bool dw_hw_bf16(void)
+{
+    const char *e = getenv("XCONV_DW_BF16HW");
+    return xconv__amx_vec_available() && !(e && e[0] == '0');
+}
+
 void xconv__dw_fast_range(const xconv_dw_fast *f, int64_t begin, int64_t end)
 {
     const bool vnni = dw_isa() == 2;
     switch (f->xk) {
     case XCONV_DW_X_F32: xconv__dw_run_f32_avx512(f, begin, end); break;
     case XCONV_DW_X_BF16: xconv__dw_run_bf16_avx512(f, begin, end); break;
-    case XCONV_DW_X_BF16X2: xconv__dw_run_bf16x2_avx512(f, begin, end); break;
+    case XCONV_DW_X_BF16X2:
+        dw_hw_bf16() ? xconv__dw_run_bf16x2_bf16hw(f, begin, end)
+                                   : xconv__dw_run_bf16x2_avx512(f, begin, end);
+        break;
     case XCONV_DW_X_F16: xconv__dw_run_f16_avx512(f, begin, end); break;
     case XCONV_DW_X_E4M3: xconv__dw_run_e4m3_avx512(f, begin, end); break;
     case XCONV_DW_X_E5M2: xconv__dw_run_e5m2_avx512(f, begin, end); break;

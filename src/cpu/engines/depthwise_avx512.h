@@ -2,8 +2,8 @@
  * depthwise_avx512.h — what the files of cpu.depthwise's AVX-512 fast path share (private to
  * depthwise_avx512*.c): a work item's row state, the operand pair of the tiles, the target
  * strings and the entry points, one per (feature set, x kind). depthwise_avx512.c dispatches;
- * depthwise_avx512_float.c, _int.c and _wide.c instantiate depthwise_avx512.tmpl.h for their
- * x kinds (one translation unit held all 16 entry points and took about 5 minutes to compile).
+ * depthwise_avx512_float.c, _int.c, _wide.c and _bf16.c instantiate depthwise_avx512.tmpl.h
+ * for their x kinds (one translation unit held all 16 entry points and took about 5 minutes to compile).
  */
 #ifndef XCONV_CPU_ENGINES_DEPTHWISE_AVX512_H
 #define XCONV_CPU_ENGINES_DEPTHWISE_AVX512_H
@@ -98,6 +98,7 @@ typedef struct dw_v2 {
 
 #define DW_TARGET_AVX512 "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma"
 #define DW_TARGET_VNNI   "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma,avx512vnni"
+#define DW_TARGET_BF16   "avx512f,avx512bw,avx512vl,avx512dq,f16c,fma,avx512bf16"
 
 /* One entry point per (feature set, x kind): the kind is a constant in each loop nest. */
 #define DW_ENTRY(sfx, tgt, kind, xk)                                                        \
@@ -123,6 +124,7 @@ DW_PROTO(avx512, DW_TARGET_AVX512, f64)
 DW_PROTO(avx512, DW_TARGET_AVX512, c64)
 DW_PROTO(avx512, DW_TARGET_AVX512, c128)
 DW_PROTO(avx512, DW_TARGET_AVX512, b64)
+DW_PROTO(bf16hw, DW_TARGET_BF16, bf16x2)
 DW_PROTO(vnni, DW_TARGET_VNNI, i8)
 DW_PROTO(vnni, DW_TARGET_VNNI, u8)
 #undef DW_PROTO

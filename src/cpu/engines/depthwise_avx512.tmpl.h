@@ -4,6 +4,8 @@
  *   DW_SFX     the name suffix (avx512, vnni)
  *   DW_TARGET  the target attribute string
  *   DW_VNNI    1: integer taps by vpdpwssd; 0: vpmaddwd + vpaddd
+ *   DW_HW_BF16 1 (optional, with avx512bf16 in DW_TARGET): XCONV_DW_X_BF16X2's bf16 y by
+ *              vcvtne2ps2bf16
  * and #undef'd at the end. Every function here is inlined into the entry points at the end,
  * one per x kind, so the x kind, kernel width and stride are constants in each loop nest.
  *
@@ -17,6 +19,9 @@
 #define DW_CAT2(a, b) a##_##b
 #define DW_CAT(a, b) DW_CAT2(a, b)
 #define DW_NAME(name) DW_CAT(name, DW_SFX)
+#ifndef DW_HW_BF16
+#define DW_HW_BF16 0
+#endif
 #ifndef DW_PW
 #define DW_PW 4
 #endif
@@ -278,10 +283,25 @@ DW_AI void DW_NAME(dw_st)(int yk, char *p, __m512i acc, __mmask16 m, bool masked
 
 /* Stores a XCONV_DW_X_BF16X2 block's sums (ev: even channels, od: odd ones) at p as y's
  * dtype, channels in order, masked by m (a bit per channel); yes: y's element bytes. bf16 y
- * puts each odd channel's bits in the high half of its even neighbour's lane (one 64-byte
- * store); other dtypes interleave the two into channels 0-15 and 16-31 for dw_st. */
+ * goes out in one 64-byte store: rounded by vcvtne2ps2bf16 (DW_HW_BF16), else with each odd
+ * channel's bits put in the high half of its even neighbour's lane; other dtypes interleave
+ * the two into channels 0-15 and 16-31 for dw_st. */
 DW_AI void DW_NAME(dw_st2)(int yk, char *p, __m512i ev, __m512i od, __mmask32 m, int64_t yes)
 {
+    if (yk == XCONV_DW_Y_BF16 && DW_HW_BF16) {
+        /* vcvtne2ps2bf16 rounds as dw_bf16_hi does (NaN included) except that it flushes
+         * f32 subnormals to zero: vectors with a subnormal sum take dw_bf16_hi. Its output
+         * is the even channels then the odd ones; vpermw puts them in order. */
+        const __mmask16 sub = _mm512_fpclass_ps_mask(_mm512_castsi512_ps(ev), 0x20) |
+                              _mm512_fpclass_ps_mask(_mm512_castsi512_ps(od), 0x20);
+        if (__builtin_expect(sub == 0, 1)) {
+            const __m512i c = (__m512i)_mm512_cvtne2ps_pbh(_mm512_castsi512_ps(od), _mm512_castsi512_ps(ev));
+            const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8,
+                                                 23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+            _mm512_mask_storeu_epi16(p, m, _mm512_permutexvar_epi16(idx, c));
+            return;
+        }
+    }
     if (yk == XCONV_DW_Y_BF16) {
         const __m512i lo = _mm512_srli_epi32(DW_NAME(dw_bf16_hi)(ev), 16);
         _mm512_mask_storeu_epi16(p, m, _mm512_mask_mov_epi16(lo, 0xaaaaaaaau, DW_NAME(dw_bf16_hi)(od)));
@@ -579,3 +599,4 @@ DW_AI void DW_NAME(dw_items)(const xconv_dw_fast *f, int xk, int64_t begin, int6
 #undef DW_SFX
 #undef DW_TARGET
 #undef DW_VNNI
+#undef DW_HW_BF16
