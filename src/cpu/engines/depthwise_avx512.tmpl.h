@@ -288,7 +288,8 @@ DW_AI void DW_NAME(dw_st)(int yk, char *p, __m512i acc, __mmask16 m, bool masked
  * the two into channels 0-15 and 16-31 for dw_st. */
 DW_AI void DW_NAME(dw_st2)(int yk, char *p, __m512i ev, __m512i od, __mmask32 m, int64_t yes)
 {
-    if (yk == XCONV_DW_Y_BF16 && DW_HW_BF16) {
+#if DW_HW_BF16 /* (a preprocessor test: clang rejects the intrinsic outside avx512bf16 code) */
+    if (yk == XCONV_DW_Y_BF16) {
         /* vcvtne2ps2bf16 rounds as dw_bf16_hi does (NaN included) except that it flushes
          * f32 subnormals to zero: vectors with a subnormal sum take dw_bf16_hi. Its output
          * is the even channels then the odd ones; vpermw puts them in order. */
@@ -302,6 +303,7 @@ DW_AI void DW_NAME(dw_st2)(int yk, char *p, __m512i ev, __m512i od, __mmask32 m,
             return;
         }
     }
+#endif
     if (yk == XCONV_DW_Y_BF16) {
         const __m512i lo = _mm512_srli_epi32(DW_NAME(dw_bf16_hi)(ev), 16);
         _mm512_mask_storeu_epi16(p, m, _mm512_mask_mov_epi16(lo, 0xaaaaaaaau, DW_NAME(dw_bf16_hi)(od)));
