@@ -127,6 +127,8 @@ static void make_tensor(reader *r, ftensor *f, xconv_dtype dt, int rank, const i
         f->alloc_bytes = need ? need : (size_t)rd_small(r, 1, 256);
     }
     if (f->alloc_bytes > CAP_BYTES) f->alloc_bytes = CAP_BYTES;
+    if (f->alloc_bytes == 0) f->alloc_bytes = 1; /* (rd_small's specials include 0): a buffer_bytes
+                                                  * of 0 would then claim "exact" falsely */
     f->alloc = malloc(f->alloc_bytes);
     memset(f->alloc, is_output ? 0xA5 : 0x3C, f->alloc_bytes);
     for (size_t i = 0; i < f->alloc_bytes && i < 64; i++) ((uint8_t *)f->alloc)[i] ^= rd_u8(r);
