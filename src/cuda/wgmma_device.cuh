@@ -1,6 +1,7 @@
 /*
- * wgmma_device.cuh — the device pieces of cuda.igemm_wgmma's kernels (igemm_wgmma.cu, its one
- * includer; hence the anonymous namespace): the y tile's epilogue, cp.async and the 128-byte
+ * wgmma_device.cuh — the device pieces of cuda.igemm_wgmma's kernels (igemm_wgmma.cu; cf_gemm.cu
+ * takes its mbarrier, TMA, swizzle and descriptor pieces; each includer gets its own copy, hence
+ * the anonymous namespace): the y tile's epilogue, cp.async and the 128-byte
  * swizzle, the mbarrier and TMA copy primitives, one stage's wgmma MMAs, and the description
  * of a TMA launch's problems (tma_set), which the host side fills.
  */

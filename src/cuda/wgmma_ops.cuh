@@ -1,10 +1,11 @@
 /*
- * wgmma_ops.cuh — the Hopper warpgroup MMA instructions cuda.igemm_wgmma issues
- * (wgmma.mma_async, sm_90a), one wrapper per (input type, N): m64nNk16 for bf16 / f16 with f32
- * accumulators, m64nNk32 for s8 / u8 with s32 accumulators (no .satfinite: the sums wrap,
- * which is exact modulo 2^32). A and B come from shared memory through descriptors (both
- * K-major), the accumulators stay in registers (the layout of mma.sync's m16n8 C fragments:
- * d[4j .. 4j+3] is the n8 block j). scale-d is 1: the caller zeroes the accumulators.
+ * wgmma_ops.cuh — the Hopper warpgroup MMA instructions cuda.igemm_wgmma and cuda.cf_gemm
+ * issue (wgmma.mma_async, sm_90a), one wrapper per (input type, N): m64nNk16 for bf16 / f16
+ * with f32 accumulators, m64nNk32 for s8 / u8 with s32 accumulators (no .satfinite: the sums
+ * wrap, which is exact modulo 2^32). A and B come from shared memory through descriptors (both
+ * K-major; for types 4 and 5, B N-major), the accumulators stay in registers (the layout of
+ * mma.sync's m16n8 C fragments: d[4j .. 4j+3] is the n8 block j). scale-d is 1: the caller
+ * zeroes the accumulators.
  *
  * Written out by scripts/gen_wgmma_ops.py (the operand lists are long); include only from code
  * compiled for sm_90a.
@@ -117,6 +118,36 @@ __device__ __forceinline__ void wgmma_u8_n128(int32_t (&d)[64], uint64_t da, uin
                    "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]),
                    "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]),
                    "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63])
+                 : "l"(da), "l"(db), "r"(1));
+}
+
+__device__ __forceinline__ void wgmma_bf16_bn_n128(float (&d)[64], uint64_t da, uint64_t db)
+{
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 1; }"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "l"(da), "l"(db), "r"(1));
+}
+
+__device__ __forceinline__ void wgmma_f16_bn_n128(float (&d)[64], uint64_t da, uint64_t db)
+{
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 1; }"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
                  : "l"(da), "l"(db), "r"(1));
 }
 
@@ -357,7 +388,8 @@ __device__ __forceinline__ void wgmma_u8_n256(int32_t (&d)[128], uint64_t da, ui
 }
 
 
-/* The wrapper for an input type (0 bf16, 1 f16, 2 s8, 3 u8) and N. */
+/* The wrapper for an input type (0 bf16, 1 f16, 2 s8, 3 u8; 4 bf16 and 5 f16 with B N-major)
+ * and N. */
 template <int T, int N> struct mma_op;
 #define XCONV_WGMMA_OP(T, N, acc_t, fn)                                                            \
     template <> struct mma_op<T, N> {                                                              \
@@ -386,6 +418,8 @@ XCONV_WGMMA_OP(3, 128, int32_t, wgmma_u8_n128)
 XCONV_WGMMA_OP(3, 160, int32_t, wgmma_u8_n160)
 XCONV_WGMMA_OP(3, 192, int32_t, wgmma_u8_n192)
 XCONV_WGMMA_OP(3, 256, int32_t, wgmma_u8_n256)
+XCONV_WGMMA_OP(4, 128, float, wgmma_bf16_bn_n128)
+XCONV_WGMMA_OP(5, 128, float, wgmma_f16_bn_n128)
 #undef XCONV_WGMMA_OP
 
 } /* namespace xconv_wgmma */

@@ -235,6 +235,8 @@ typedef enum shape_kind {
     SHAPE_SIMT,      /* both ops and layouts, views, the wide dtypes, rows over several
                       * tiles: cuda.igemm_simt */
     SHAPE_F8,        /* fp8 conv with 64+ channels per group, both layouts: cuda.f8_bf16 */
+    SHAPE_CF1,       /* channels-first 1x1 conv at stride 1, bf16 / f16, positions and channels
+                      * over several tiles, rows of 16 bytes or not: cuda.cf_gemm */
 } shape_kind;
 
 /* Set while main draws SHAPE_WGMMA problems for cuda.igemm_wgmma's resident-B launches
@@ -247,9 +249,9 @@ static problem random_problem_once(shape_kind kind)
 {
     const bool wg = kind == SHAPE_WGMMA;
     const bool cfk = kind == SHAPE_CF, f32k = kind == SHAPE_F32, fold = kind == SHAPE_FOLD;
-    const bool simt = kind == SHAPE_SIMT, f8k = kind == SHAPE_F8;
+    const bool simt = kind == SHAPE_SIMT, f8k = kind == SHAPE_F8, cf1 = kind == SHAPE_CF1;
     const bool tc = kind == SHAPE_TC || kind == SHAPE_DECONV || kind == SHAPE_PATCH || wg || cfk ||
-                    f32k || fold || f8k;
+                    f32k || fold || f8k || cf1;
     const bool dw = kind == SHAPE_DEPTHWISE, patch = kind == SHAPE_PATCH;
     /* a quarter of the depthwise problems shaped for dw_slide: channels-last, 16k channels,
      * 3- or 5-wide innermost windows at stride 1-2, 16-byte and 1-byte dtypes */
@@ -270,7 +272,7 @@ static problem random_problem_once(shape_kind kind)
                             ? XCONV_OP_CONV_TRANSPOSE
                             : XCONV_OP_CONV;
     const xconv_layout L = cf_plane ? XCONV_LAYOUT_CHANNELS_FIRST
-                           : slide || (!cfk && ((tc && !patch && !f32k && !fold && !f8k) ||
+                           : slide || (!cfk && !cf1 && ((tc && !patch && !f32k && !fold && !f8k) ||
                                                 (rnd() & 1)))
                                ? XCONV_LAYOUT_CHANNELS_LAST
                                : XCONV_LAYOUT_CHANNELS_FIRST;
@@ -310,6 +312,14 @@ static problem random_problem_once(shape_kind kind)
             cin_g = rnd() & 1 ? 64 * rnd_in(1, 3) : 8 * rnd_in(8, 20);
             cout_g = rnd_in(1, 200);
         }
+        if (cf1) { /* one to five 64-channel stages (tails too: odd counts make w's rows
+                    * other than 16-byte multiples), one to three 128-channel tiles */
+            g = rnd_in(0, 3) == 0 ? 2 : 1;
+            cin_g = rnd_in(0, 2) == 0 ? rnd_in(1, 40) : rnd() & 1 ? 64 * rnd_in(1, 3) : 8 * rnd_in(1, 40);
+            cout_g = rnd_in(0, 2) == 0 ? rnd_in(1, 64) : rnd_in(0, 1) ? rnd_in(65, 160)
+                                                                     : rnd_in(161, 300);
+            n = rnd_in(1, 3);
+        }
         if (simt) { /* reductions over several 8-step stages, one to three column tiles */
             g = rnd_in(0, 3) == 0 ? 2 : 1;
             cin_g = rnd_in(0, 2) == 0 ? rnd_in(1, 4) : rnd_in(5, 24);
@@ -338,7 +348,7 @@ static problem random_problem_once(shape_kind kind)
                 q.dilation[i] = 1;
                 if (outer) q.pad_lo[i] = q.pad_hi[i] = 0;
             }
-            if (wg_plain) {
+            if (wg_plain || cf1) {
                 ks[i] = 1;
                 q.stride[i] = 1;
                 q.pad_lo[i] = q.pad_hi[i] = 0;
@@ -357,6 +367,8 @@ static problem random_problem_once(shape_kind kind)
             xs[i] = rnd_in(1, tc ? (d == 3 ? 6 : d == 2 ? 12 : 40) : (d == 3 ? 4 : 7));
             if (wg) xs[i] = rnd_in(1, d == 3 ? 8 : d == 2 ? 20 : 300); /* M over several tiles */
             if (simt) xs[i] = rnd_in(1, d == 3 ? 7 : d == 2 ? 18 : 260);
+            if (cf1) /* positions over several 128-wide tiles; whole 16-byte rows half the time */
+                xs[i] = i < d - 1 ? rnd_in(1, d == 3 ? 5 : 14) : rnd() & 1 ? 8 * rnd_in(1, 40) : rnd_in(2, 330);
             if (dw) xs[i] = rnd_in(1, d == 3 ? 9 : d == 2 ? 40 : 300);
             if (cf_plane && i > 0) /* wide rows: several bands of output rows per plane */
                 xs[i] = i < d - 1 ? rnd_in(1, 60) : rnd() & 1 ? 8 * rnd_in(1, 25) /* rows of 16 bytes */
@@ -384,6 +396,7 @@ static problem random_problem_once(shape_kind kind)
         XCONV_DTYPE_C128, XCONV_DTYPE_BF16, XCONV_DTYPE_I8};
     if (simt) xd = simt_dtypes[rnd() % 13]; /* bf16 and i8 for their f64 / 64-bit sums */
     if (f8k) xd = rnd() & 1 ? XCONV_DTYPE_F8E4M3 : XCONV_DTYPE_F8E5M2;
+    if (cf1) xd = rnd() & 1 ? XCONV_DTYPE_BF16 : XCONV_DTYPE_F16;
     const xconv_dtype yd = f32k ? XCONV_DTYPE_F32 : pick_out_dtype(xd);
     const int64_t cin = g * cin_g, cout = g * cout_g;
     pb.has_bias = rnd() & 1;
@@ -434,6 +447,7 @@ static const char *kind_engine(shape_kind kind)
     case SHAPE_FOLD: return "cuda.fold_tc";
     case SHAPE_SIMT: return "cuda.igemm_simt";
     case SHAPE_F8: return "cuda.f8_bf16";
+    case SHAPE_CF1: return "cuda.cf_gemm";
     default: return NULL;
     }
 }
@@ -917,8 +931,8 @@ int main(void)
     }
     const shape_kind special[] = {SHAPE_DEPTHWISE, SHAPE_PATCH, SHAPE_DECONV, SHAPE_WGMMA,
                                   SHAPE_CF,        SHAPE_F32,   SHAPE_FOLD,   SHAPE_SIMT,
-                                  SHAPE_F8};
-    for (int k = 0; k < 9; k++)
+                                  SHAPE_F8,        SHAPE_CF1};
+    for (int k = 0; k < (int)(sizeof special / sizeof special[0]); k++)
         for (int i = 0; i < (special[k] == SHAPE_WGMMA  ? wgmma_count
                              : special[k] == SHAPE_SIMT ? simt_count
                                                         : special_count);
@@ -949,7 +963,18 @@ int main(void)
              * a third with the plain fold, a third as the cost model picks */
             const bool fold = special[k] == SHAPE_FOLD;
             if (fold && i % 3 < 2) setenv("XCONV_FOLD_SPREAD", i % 3 ? "0" : "1", 1);
-            check_problem(&pb, (i & 1) ? FILL_REAL : FILL_EXACT);
+            /* cuda.cf_gemm's problems: half of them on persistent grids of 1-3 blocks, each
+             * block running many tiles and both of its y buffers many times; a quarter with
+             * Inf and NaN in x or w (the zero fill past the problem's edges must meet none) */
+            const bool cf1 = special[k] == SHAPE_CF1;
+            if (cf1 && (i & 2)) {
+                const char blocks[2] = {(char)('1' + (i / 4) % 3), 0};
+                setenv("XCONV_CFGEMM_BLOCKS", blocks, 1);
+            }
+            check_problem(&pb, cf1 && i % 4 == 3 ? (i & 8 ? FILL_SPECIAL_X : FILL_SPECIAL)
+                               : (i & 1)          ? FILL_REAL
+                                                  : FILL_EXACT);
+            if (cf1) unsetenv("XCONV_CFGEMM_BLOCKS");
             if (fold) unsetenv("XCONV_FOLD_SPREAD");
             if (pad) unsetenv("XCONV_PATCH_PAD");
             if (force) {

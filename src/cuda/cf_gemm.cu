@@ -1,0 +1,490 @@
+/*
+ * cf_gemm.cu — "cuda.cf_gemm": channels-first 1x1 convolutions (every kernel dim 1, stride 1,
+ * no padding) with bf16 / f16 inputs as plain GEMMs on Hopper's wgmma, reading x and writing y
+ * where they lie. Per image n and group g, with P positions (the spatial dims, contiguous):
+ *
+ *   y[n, g, o, p] = bias[g, o] + sum_c w[g, o, c] x[n, g, c, p]     (A = w, B = x, D = y)
+ *
+ * w's rows are K-major (input channels contiguous), x's rows N-major (positions contiguous:
+ * wgmma reads it transposed, imm-trans-b), and the accumulators' rows are y's channel rows,
+ * positions along them: no transposes. cuda.cf_tc ran these layers through channels-last
+ * copies of x and y, three extra passes over the tensors (rn50_1x1_256 channels-first at 0.19x
+ * cuDNN, nineteenth session's figures).
+ *
+ * Tiles of 128 output channels x 128 positions, K in stages of 64 channels: A by a 3-d TMA
+ * map of w (channel, output channel, group; a 128 x 128-byte box), B by a 4-d map of x
+ * (position, channel, group, image; two boxes of 64 positions x 64 channels), both in the
+ * 128-byte swizzle, zero fill past cin/groups, cout/groups and P (so a tail never reads into
+ * the next group, and no Inf or NaN outside the problem meets a zero). Three warpgroups: the
+ * producer's first thread issues a stage's copies once the slot's "empty" mbarrier says the
+ * MMAs are done with it; each consumer warpgroup runs m64n128k16 over its 64 channels with
+ * one wgmma group left in flight. Blocks loop over tiles (a persistent grid, channel tiles
+ * fastest so that the tiles reading one x tile run together), the stages running on across
+ * tiles. Epilogue: each consumer warpgroup rounds its sums plus the bias once to y's dtype
+ * into one of two y buffers (128-byte boxes in the 128-byte swizzle, no bank conflicts) and
+ * its first thread stores them by TMA (a 4-d map of y like x's), while the warpgroup goes on
+ * to the next tile; the buffer is written again only after `cp.async.bulk.wait_group.read 1`
+ * says the store two tiles back has read it. Where y has no TMA view (a row of positions not
+ * a multiple of 16 bytes) the warpgroup copies its rows out element by element instead.
+ *
+ * Where x's or w's rows are not multiples of 16 bytes (the TMA maps' strides must be; e.g.
+ * 14 x 14 positions in 16-bit x), the run first copies them into the workspace with rows
+ * padded to 16 bytes (cudaMemcpy2DAsync); the maps still stop at P and cin/groups, so the
+ * padding is never read. Sums: the tensor cores' f32 (DESIGN.md §2), bias added after the
+ * last product, one rounding; no atomics, no split of K: deterministic, and for exact inputs
+ * identical to cpu.ref.
+ *
+ * Compiled for sm_90a only (the compute_80 pass sees an empty kernel); supports() asks for a
+ * compute capability 9.0 device. Knobs: XCONV_CFGEMM_BLOCKS=n caps the persistent grid at n
+ * blocks (tests: many tiles per block, both y buffers reused); XCONV_CFGEMM_DESC=1 swaps B's
+ * descriptor offsets (the first device run's check of the N-major layout's reading).
+ */
+#include "cuda/wgmma_device.cuh"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+using namespace xconv_cuda;
+
+namespace {
+
+constexpr int BM = 128, BN = 128;     /* output channels x positions per tile */
+constexpr int BK = 64;                /* channels per stage: one 128-byte row of A */
+constexpr int CF_THREADS = 384;       /* two consumer warpgroups, then the producer's */
+constexpr int A_BYTES = BM * BKB;     /* 16 KiB: 128 rows of w's 64 channels */
+constexpr int B_BOX = BK * BKB;       /* 8 KiB: 64 channels x 64 positions */
+constexpr int B_BYTES = (BN / 64) * B_BOX;
+constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+constexpr int MAX_STAGES = 4;
+constexpr int SMEM_LIMIT = 227 * 1024; /* the H200's opt-in dynamic shared memory per block */
+
+/* What the kernel reads besides its pointers. */
+struct cf_args {
+    CUtensorMap a, b, y; /* w (c, o, g), x (p, c, g, n), y (p, o, g, n); y only where y_map */
+    xconv_canon p;       /* the bias, and y's view for the row copies */
+    long long tiles;
+    int kt;              /* stages per tile */
+    int tn, to;          /* position tiles and channel tiles per (image, group) */
+    int nst;             /* pipeline stages */
+    int ybuf;            /* bytes of one y buffer: 128 rows x BN y elements */
+    int y_map;           /* y stored by TMA boxes, else the rows copied element by element */
+    int y_es;            /* y's element bytes */
+    long long P;         /* positions per channel */
+    uint32_t b_lbo, b_sbo; /* B's descriptor offsets in 16-byte units (bn_desc) */
+};
+
+#if XCONV_WGMMA_ARCH
+/* Descriptor of an N-major B tile in the 128-byte swizzle: 64 positions (128 bytes) per row
+ * of one channel, rows 128 bytes apart; the leading byte offset (lbo) is the step between
+ * 64-wide position blocks (one 8 KiB box), the stride byte offset (sbo) the step between
+ * groups of 8 channel rows (1 KiB), both in 16-byte units; a 16-channel step of K starts
+ * 2 KiB further. */
+__device__ __forceinline__ uint64_t bn_desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
+{
+    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)lbo << 16) | ((uint64_t)sbo << 32) |
+           (1ull << 62);
+}
+
+__device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap *map, uint32_t bar,
+                                            int c0, int c1, int c2)
+{
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+                 : "memory");
+}
+__device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap *map, uint32_t bar,
+                                            int c0, int c1, int c2, int c3)
+{
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4, %5}], [%6];" ::"r"(dst),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+                 : "memory");
+}
+__device__ __forceinline__ void tma_store_4d(const CUtensorMap *map, uint32_t src, int c0, int c1,
+                                             int c2, int c3)
+{
+    asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%1, %2, %3, %4}], [%5];"
+                 ::"l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(src)
+                 : "memory");
+}
+
+/* A warpgroup's 64 x 128 sums (rows r0 and r0 + 8 of this thread: accumulator d[4j + 2h + e]
+ * is row r0 + 8h, position 8j + 2 (lane % 4) + e) plus the rows' bias b0 / b1, rounded once to
+ * YD into the y buffer (BN y elements per row in 128-byte boxes of 128 rows, the 128-byte
+ * swizzle; a thread's pair of positions is one store, a warp's stores hit distinct banks). */
+template <xconv_dtype YD>
+__device__ __forceinline__ void fill_rows(const float (&acc)[BN / 2], float b0, float b1,
+                                          unsigned char *buf, int r0, int lane)
+{
+    const int c0 = 2 * (lane & 3);
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int r = r0 + 8 * h;
+        const float b = h ? b1 : b0;
+        if constexpr (YD == XCONV_DTYPE_F32) {
+#pragma unroll
+            for (int j = 0; j < BN / 8; j++)
+                *(float2 *)(buf + tile_at_byte<true, BM>(r, (8 * j + c0) * 4, 0)) =
+                    make_float2(acc[4 * j + 2 * h] + b, acc[4 * j + 2 * h + 1] + b);
+        } else {
+#pragma unroll
+            for (int j0 = 0; j0 < BN / 8; j0 += 8) {
+                float lo[8], hi[8];
+                uint32_t wv[8];
+#pragma unroll
+                for (int q = 0; q < 8; q++)
+                    lo[q] = acc[4 * (j0 + q) + 2 * h] + b, hi[q] = acc[4 * (j0 + q) + 2 * h + 1] + b;
+                round_pairs<YD, 8>(lo, hi, wv);
+#pragma unroll
+                for (int q = 0; q < 8; q++)
+                    *(uint32_t *)(buf + tile_at_byte<true, BM>(r, (8 * (j0 + q) + c0) * 2, 0)) = wv[q];
+            }
+        }
+    }
+}
+#endif
+
+/* The kernel: K 0 (bf16) or 1 (f16). */
+template <int K>
+__global__ void __launch_bounds__(CF_THREADS, 1)
+cf_gemm_kernel(const __grid_constant__ cf_args A, const char *__restrict__ bias,
+               char *__restrict__ y)
+{
+#if XCONV_WGMMA_ARCH
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
+    const int nst = A.nst, tid = threadIdx.x;
+    const uint32_t sbase = smem_addr(smem);
+    unsigned char *ybufs = smem + nst * STAGE_BYTES;
+    const uint32_t full = sbase + nst * STAGE_BYTES + 2 * A.ybuf, empty = full + 8 * nst;
+    const xconv_canon &p = A.p;
+    const int64_t first = blockIdx.x, step = gridDim.x;
+    /* tile t: channel tile t % to, position tile (t / to) % tn, (image, group) the rest */
+    auto tile_of = [&](int64_t t, int &o0, int &p0, int &g, int &n) {
+        o0 = (int)(t % A.to) * BM;
+        t /= A.to;
+        p0 = (int)(t % A.tn) * BN;
+        t /= A.tn;
+        g = (int)(t % p.groups);
+        n = (int)(t / p.groups);
+    };
+    if (tid == 0) {
+        for (int s = 0; s < nst; s++) {
+            mbar_init(full + 8 * s, 1);
+            mbar_init(empty + 8 * s, 8); /* one arrival per consumer warp */
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+
+    if (tid >= 256) { /* the producer: its first thread issues every copy */
+        if (tid != 256) return;
+        int s = 0;
+        uint32_t ph = 1; /* a fresh barrier's phase before the first passes at parity 1 */
+        for (int64_t t = first; t < A.tiles; t += step) {
+            int o0, p0, g, n;
+            tile_of(t, o0, p0, g, n);
+            for (int kb = 0; kb < A.kt; kb++) {
+                mbar_wait(empty + 8 * s, ph);
+                const uint32_t sa = sbase + s * STAGE_BYTES, bar = full + 8 * s;
+                mbar_expect(bar, STAGE_BYTES);
+                tma_load_3d(sa, &A.a, bar, kb * BK, o0, g);
+#pragma unroll
+                for (int j = 0; j < BN / 64; j++)
+                    tma_load_4d(sa + A_BYTES + j * B_BOX, &A.b, bar, p0 + 64 * j, kb * BK, g, n);
+                if (++s == nst) s = 0, ph ^= 1;
+            }
+        }
+        return;
+    }
+
+    /* the consumers: warpgroup wg owns tile rows (output channels) 64 wg .. 64 wg + 63 */
+    const int wg = tid >> 7, lane = tid & 31, warp = (tid >> 5) & 3;
+    const int r0 = wg * 64 + warp * 16 + (lane >> 2); /* this thread's rows r0, r0 + 8 */
+    const bool lead = lane == 0, wg_lead = (tid & 127) == 0;
+    const int y_es = A.y_es;
+    const int64_t P = A.P;
+    auto wg_sync = [wg] { asm volatile("bar.sync %0, 128;" ::"r"(1 + wg) : "memory"); };
+    int s = 0, yb = 0;
+    uint32_t ph = 0;
+    float acc[BN / 2];
+    for (int64_t t = first; t < A.tiles; t += step) {
+        int o0, p0, g, n;
+        tile_of(t, o0, p0, g, n);
+        float b0 = 0.0f, b1 = 0.0f;
+        if (bias) {
+            b0 = xconv_cuda_bias_at<float>(p, bias, o0 + r0, g);
+            b1 = xconv_cuda_bias_at<float>(p, bias, o0 + r0 + 8, g);
+        }
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++) acc[i] = 0.0f;
+        int held = -1; /* the slot an unfinished wgmma group still reads */
+        for (int kb = 0; kb < A.kt; kb++) {
+            mbar_wait(full + 8 * s, ph);
+            const uint32_t sa = sbase + s * STAGE_BYTES;
+            const uint64_t da = tile_desc(sa + wg * 64 * BKB), db = bn_desc(sa + A_BYTES, A.b_lbo, A.b_sbo);
+            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+            for (int ks = 0; ks < BK / 16; ks++) /* 32 bytes of A's rows, 16 rows of B a step */
+                xconv_wgmma::mma_op<4 + K, BN>::run(acc, da + 2 * ks, db + (uint64_t)(ks * 16 * BKB >> 4));
+            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+            asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+            if (held >= 0 && lead) mbar_arrive(empty + 8 * held);
+            held = s;
+            if (++s == nst) s = 0, ph ^= 1;
+        }
+        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++) asm volatile("" : "+f"(acc[i])::"memory");
+        if (held >= 0 && lead) mbar_arrive(empty + 8 * held);
+
+        unsigned char *buf = ybufs + yb * A.ybuf;
+        /* the store from this buffer two tiles back has read it (the newest is the other's) */
+        if (A.y_map && wg_lead) bulk_wait_read_but1();
+        wg_sync();
+        switch (p.y_dtype) {
+        case XCONV_DTYPE_BF16: fill_rows<XCONV_DTYPE_BF16>(acc, b0, b1, buf, r0, lane); break;
+        case XCONV_DTYPE_F16: fill_rows<XCONV_DTYPE_F16>(acc, b0, b1, buf, r0, lane); break;
+        default: fill_rows<XCONV_DTYPE_F32>(acc, b0, b1, buf, r0, lane); break;
+        }
+        const int rows = (int)(p.cout_g - o0 - 64 * wg < 64 ? p.cout_g - o0 - 64 * wg : 64);
+        if (A.y_map) {
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            wg_sync();
+            if (wg_lead) { /* one bulk group per tile, empty where the rows lie past cout/groups,
+                            * so that the wait above always means the store two tiles back */
+                const int per_box = BKB / y_es; /* positions per 128-byte box */
+                for (int b = 0; rows > 0 && b < BN / per_box && p0 + b * per_box < P; b++)
+                    tma_store_4d(&A.y, smem_addr(buf + b * BM * BKB + wg * 64 * BKB),
+                                 p0 + b * per_box, o0 + 64 * wg, g, n);
+                bulk_commit();
+            }
+        } else { /* rows of this warpgroup, element by element (a warp per row at a time) */
+            wg_sync();
+            const int cols = (int)(P - p0 < BN ? P - p0 : BN);
+            for (int rr = warp; rr < rows; rr += 4) {
+                const int r = 64 * wg + rr;
+                char *dst = y + (p.y_off + n * p.y_sn + (g * p.cout_g + o0 + r) * p.y_sc + p0) * y_es;
+                for (int c = lane; c < cols; c += 32) {
+                    const unsigned char *src = buf + tile_at_byte<true, BM>(r, c * y_es, 0);
+                    if (y_es == 2) *(uint16_t *)(dst + 2 * c) = *(const uint16_t *)src;
+                    else *(uint32_t *)(dst + 4 * c) = *(const uint32_t *)src;
+                }
+            }
+        }
+        yb ^= 1;
+    }
+    if (A.y_map && wg_lead) bulk_wait_all();
+#else
+    (void)A, (void)bias, (void)y;
+    __trap(); /* never launched: supports() asks for a compute capability 9.0 device */
+#endif
+}
+
+/* ---- host side ----------------------------------------------------------------------------- */
+
+/* Whether a tensor's dims of `size` (innermost last) lie densely at `stride` with the
+ * innermost at stride 1 (size-1 dims are free: the canonical form gives them stride 0). */
+bool dense_positions(const int64_t *size, const int64_t *stride)
+{
+    int64_t want = 1;
+    for (int d = 2; d >= 0; d--) {
+        if (size[d] != 1 && stride[d] != want) return false;
+        want *= size[d];
+    }
+    return true;
+}
+
+/* How a problem is laid out for the kernel: whether x and w are first copied into the
+ * workspace with rows padded to 16 bytes, and the copies' row pitches (elements). */
+struct cf_plan {
+    bool copy_x, copy_w;
+    int64_t xp, wp;            /* row pitch of the copies: P and cin/groups rounded up */
+    size_t x_bytes, w_bytes;   /* their workspace parts (256-byte multiples) */
+};
+
+int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+cf_plan plan_of(const xconv_canon *p)
+{
+    cf_plan l;
+    const int64_t es = (int64_t)xconv_dtype_size(p->x_dtype), P = xconv__prod3(p->x_size);
+    /* a stride of a size-1 dim is never used; the maps then take a stand-in */
+    l.copy_x = (p->x_sc * es) % 16 || (p->n > 1 && (p->x_sn * es) % 16);
+    l.copy_w = (p->w_so * es) % 16 || (p->groups > 1 && (p->w_sg * es) % 16);
+    l.xp = round_up(P, 16 / es);
+    l.wp = round_up(p->cin_g, 16 / es);
+    l.x_bytes = l.copy_x ? xconv__cuda_align256((size_t)(es * p->n * p->cin * l.xp)) : 0;
+    l.w_bytes = l.copy_w ? xconv__cuda_align256((size_t)(es * p->cout * l.wp)) : 0;
+    return l;
+}
+
+bool cf_supports(const xconv_canon *p, const char **why_not)
+{
+    if (p->device != XCONV_DEVICE_CUDA) return *why_not = "cuda.cf_gemm runs on cuda tensors only", false;
+    if (p->op != XCONV_OP_CONV) return *why_not = "cuda.cf_gemm runs conv only", false;
+    if ((p->x_dtype != XCONV_DTYPE_BF16 && p->x_dtype != XCONV_DTYPE_F16) ||
+        (p->y_dtype != XCONV_DTYPE_BF16 && p->y_dtype != XCONV_DTYPE_F16 && p->y_dtype != XCONV_DTYPE_F32))
+        return *why_not = "cuda.cf_gemm takes bf16 or f16 x and w, and bf16, f16 or f32 y", false;
+    for (int d = 0; d < 3; d++)
+        if (p->k_size[d] != 1 || p->pad_lo[d] != 0 || p->pad_hi[d] != 0 ||
+            (p->x_size[d] > 1 && p->stride[d] != 1))
+            return *why_not = "cuda.cf_gemm runs 1x1 convs at stride 1 without padding", false;
+    const int64_t P = xconv__prod3(p->x_size);
+    if (P < 2 || !dense_positions(p->x_size, p->x_ss) || !dense_positions(p->y_size, p->y_ss) ||
+        p->x_sc < P || p->y_sc < P || p->x_sn < 0 || p->y_sn < 0)
+        return *why_not = "cuda.cf_gemm needs channels-first x and y (each channel's positions "
+                          "one contiguous run)",
+               false;
+    if (p->w_si != 1 || p->w_so < p->cin_g || (p->groups > 1 && p->w_sg < p->cout_g * p->w_so))
+        return *why_not = "cuda.cf_gemm needs w's input channels contiguous", false;
+    const int64_t es = (int64_t)xconv_dtype_size(p->x_dtype);
+    if (P >= (1ll << 31) || p->cin_g >= (1ll << 31) || p->cout_g >= (1ll << 31) ||
+        p->groups >= (1ll << 31) || p->n >= (1ll << 31) || p->x_sn * es >= (1ll << 40) ||
+        p->y_sn * es >= (1ll << 40))
+        return *why_not = "cuda.cf_gemm: too large for its tensor maps", false;
+    if (xconv__cuda_device_cc(p->device_index) != 90)
+        return *why_not = "cuda.cf_gemm needs a gpu of compute capability 9.0 (sm_90a)", false;
+    return true;
+}
+
+size_t cf_workspace_bytes(const xconv_canon *p)
+{
+    const cf_plan l = plan_of(p);
+    return l.x_bytes + l.w_bytes;
+}
+
+/* The MMAs' rate over the tiles' padded work, plus the bytes the copies move (the same
+ * weights per byte as cuda.cf_tc's transposes, which this engine leaves out). */
+double cf_cost(const xconv_canon *p)
+{
+    const cf_plan l = plan_of(p);
+    const double P = (double)xconv__prod3(p->x_size);
+    const double pad = (double)round_up(p->cout_g, BM) / (double)p->cout_g *
+                       ((double)round_up((int64_t)P, BN) / P) *
+                       ((double)round_up(p->cin_g, BK) / (double)p->cin_g);
+    return 0.009 * p->flops * pad + 1.5 * 2.0 * (double)(l.x_bytes + l.w_bytes) + 3e4;
+}
+
+typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                    const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                    const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                    CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+encode_tiled_fn encoder()
+{
+    static encode_tiled_fn enc = [] {
+        void *f = nullptr;
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                             &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess)
+            f = nullptr;
+        (void)cudaGetLastError();
+        return (encode_tiled_fn)f;
+    }();
+    return enc;
+}
+
+/* A tiled map of rank r over 16-bit (es 2) or 32-bit elements at base: dims innermost first,
+ * byte strides of dims 1 .., box, 128-byte swizzle. False where the driver refuses (strides
+ * not multiples of 16, base not 16-byte aligned) or has no encoder. */
+bool make_map(CUtensorMap *map, int es, int r, const void *base, const cuuint64_t *dims,
+              const cuuint64_t *strides, const cuuint32_t *box)
+{
+    encode_tiled_fn enc = encoder();
+    if (!enc || (uintptr_t)base % 16) return false;
+    for (int i = 0; i < r - 1; i++)
+        if (strides[i] % 16 || strides[i] >= (1ull << 40)) return false;
+    const cuuint32_t estr[4] = {1, 1, 1, 1};
+    return enc(map, es == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT32,
+               (cuuint32_t)r, (void *)base, dims, strides, box, estr,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+/* Rows of `width` bytes, `rows` of them at pitch spitch (and, for `outer` > 1, blocks of them
+ * at ostride bytes), into dst at dpitch, block after block. */
+void copy_rows(char *dst, size_t dpitch, const char *src, size_t spitch, size_t width, size_t rows,
+               int64_t outer, int64_t ostride, cudaStream_t st)
+{
+    if (outer <= 1 || (int64_t)(rows * spitch) == ostride) {
+        cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows * (size_t)(outer > 1 ? outer : 1),
+                          cudaMemcpyDeviceToDevice, st);
+        return;
+    }
+    for (int64_t i = 0; i < outer; i++)
+        cudaMemcpy2DAsync(dst + i * rows * dpitch, dpitch, src + i * ostride, spitch, width, rows,
+                          cudaMemcpyDeviceToDevice, st);
+}
+
+xconv_status cf_run(const xconv_exec *e, xconv_error *err)
+{
+    const xconv_canon *p = e->p;
+    const cf_plan l = plan_of(p);
+    const int64_t es = (int64_t)xconv_dtype_size(p->x_dtype), yes = (int64_t)xconv_dtype_size(p->y_dtype);
+    const int64_t P = xconv__prod3(p->x_size);
+    const char *x = (const char *)e->x + p->x_off * es, *w = (const char *)e->w + p->w_off * es;
+    char *ws = (char *)e->workspace;
+    /* the views the maps read: in place, or the padded copies */
+    const int64_t xsc = l.copy_x ? l.xp : p->x_sc, xsn = l.copy_x ? p->cin * l.xp : p->x_sn;
+    const int64_t wso = l.copy_w ? l.wp : p->w_so, wsg = l.copy_w ? p->cout_g * l.wp : p->w_sg;
+    const char *xv = l.copy_x ? ws : x, *wv = l.copy_w ? ws + l.x_bytes : w;
+
+    cf_args A;
+    memset(&A, 0, sizeof A);
+    A.p = *p;
+    const cuuint64_t xd[4] = {(cuuint64_t)P, (cuuint64_t)p->cin_g, (cuuint64_t)p->groups, (cuuint64_t)p->n};
+    const cuuint64_t xs[3] = {(cuuint64_t)(xsc * es), (cuuint64_t)(p->cin_g * xsc * es),
+                              (cuuint64_t)((p->n > 1 ? xsn : p->groups * p->cin_g * xsc) * es)};
+    const cuuint32_t xb[4] = {64, BK, 1, 1};
+    const cuuint64_t wd[3] = {(cuuint64_t)p->cin_g, (cuuint64_t)p->cout_g, (cuuint64_t)p->groups};
+    const cuuint64_t wsd[2] = {(cuuint64_t)(wso * es),
+                               (cuuint64_t)((p->groups > 1 ? wsg : p->cout_g * wso) * es)};
+    const cuuint32_t wb[3] = {BK, BM, 1};
+    const cuuint64_t yd[4] = {(cuuint64_t)P, (cuuint64_t)p->cout_g, (cuuint64_t)p->groups, (cuuint64_t)p->n};
+    const cuuint64_t ys[3] = {(cuuint64_t)(p->y_sc * yes), (cuuint64_t)(p->cout_g * p->y_sc * yes),
+                              (cuuint64_t)((p->n > 1 ? p->y_sn : p->groups * p->cout_g * p->y_sc) * yes)};
+    const cuuint32_t yb[4] = {(cuuint32_t)(BKB / yes), 64, 1, 1};
+    const bool maps = make_map(&A.a, 2, 3, wv, wd, wsd, wb) && make_map(&A.b, 2, 4, xv, xd, xs, xb);
+    if (!maps) return xconv__cuda_generic_run(e, err); /* an unaligned view: no TMA */
+    A.y_map = make_map(&A.y, (int)yes, 4, (const char *)e->y + p->y_off * yes, yd, ys, yb);
+
+    A.kt = (int)((p->cin_g + BK - 1) / BK);
+    A.tn = (int)((P + BN - 1) / BN);
+    A.to = (int)((p->cout_g + BM - 1) / BM);
+    A.tiles = (long long)A.tn * A.to * p->groups * p->n;
+    A.ybuf = BM * BN * (int)yes;
+    A.y_es = (int)yes;
+    A.P = P;
+    A.b_lbo = B_BOX >> 4, A.b_sbo = 1024 >> 4;
+    if (const char *v = getenv("XCONV_CFGEMM_DESC")) /* measuring knob: the offsets swapped */
+        if (v[0] == '1') A.b_lbo = 1024 >> 4, A.b_sbo = B_BOX >> 4;
+    A.nst = (SMEM_LIMIT - 2048 - 2 * A.ybuf) / STAGE_BYTES;
+    if (A.nst > MAX_STAGES) A.nst = MAX_STAGES;
+    const int smem = A.nst * STAGE_BYTES + 2 * A.ybuf + 16 * A.nst + 1024;
+    int64_t blocks = xconv__cuda_device_sms(p->device_index);
+    if (const char *v = getenv("XCONV_CFGEMM_BLOCKS"))
+        if (atoi(v) > 0 && atoi(v) < blocks) blocks = atoi(v);
+    if (blocks > A.tiles) blocks = A.tiles;
+    return xconv__cuda_run(e, "cuda.cf_gemm", err, [&](cudaStream_t st) {
+        if (l.copy_x)
+            copy_rows(ws, (size_t)(l.xp * es), x, (size_t)(p->x_sc * es), (size_t)(P * es),
+                      (size_t)p->cin, p->n, p->x_sn * es, st);
+        if (l.copy_w)
+            copy_rows(ws + l.x_bytes, (size_t)(l.wp * es), w, (size_t)(p->w_so * es),
+                      (size_t)(p->cin_g * es), (size_t)p->cout_g, p->groups, p->w_sg * es, st);
+        auto kern = p->x_dtype == XCONV_DTYPE_BF16 ? cf_gemm_kernel<0> : cf_gemm_kernel<1>;
+        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        kern<<<(unsigned)blocks, CF_THREADS, smem, st>>>(A, (const char *)e->bias, (char *)e->y);
+    });
+}
+
+} /* namespace */
+
+extern "C" const xconv_engine xconv__engine_cuda_cf_gemm = {
+    "cuda.cf_gemm",     XCONV_DEVICE_CUDA, cf_supports,
+    cf_workspace_bytes, cf_cost,           cf_run,
+    nullptr,            nullptr,
+};
