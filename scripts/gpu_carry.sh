@@ -17,6 +17,6 @@ rm -rf devcarry && mkdir -p devcarry/rt
 cp build-cb/xconv build-cb/tests/test_gpu devcarry/
 for lib in libcjson.so.1 libcudart.so.13; do
     path=$(ldd devcarry/xconv devcarry/test_gpu | awk -v l="$lib" '$1 == l {print $3; exit}')
-    [ -n "$path" ] && cp -L "$path" devcarry/rt/
+    if [ -n "$path" ]; then cp -L "$path" devcarry/rt/; fi
 done
 du -sh devcarry

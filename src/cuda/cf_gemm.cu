@@ -11,50 +11,56 @@
  * copies of x and y, three extra passes over the tensors (rn50_1x1_256 channels-first at 0.19x
  * cuDNN, nineteenth session's figures).
  *
- * Tiles of 128 output channels x 128 positions, K in stages of 64 channels: A by a 3-d TMA
- * map of w (channel, output channel, group; a 128 x 128-byte box), B by a 4-d map of x
- * (position, channel, group, image; two boxes of 64 positions x 64 channels), both in the
- * 128-byte swizzle, zero fill past cin/groups, cout/groups and P (so a tail never reads into
- * the next group, and no Inf or NaN outside the problem meets a zero). Three warpgroups: the
- * producer's first thread issues a stage's copies once the slot's "empty" mbarrier says the
- * MMAs are done with it; each consumer warpgroup runs m64n128k16 over its 64 channels with
- * one wgmma group left in flight. Blocks loop over tiles (a persistent grid, channel tiles
- * fastest so that the tiles reading one x tile run together), the stages running on across
- * tiles. Epilogue: each consumer warpgroup rounds its sums plus the bias once to y's dtype
- * into one of two y buffers (128-byte boxes in the 128-byte swizzle, no bank conflicts) and
- * its first thread stores them by TMA (a 4-d map of y like x's), while the warpgroup goes on
- * to the next tile; the buffer is written again only after `cp.async.bulk.wait_group.read 1`
- * says the store two tiles back has read it. Where y has no TMA view (a row of positions not
- * a multiple of 16 bytes) the warpgroup copies its rows out element by element instead.
+ * Tiles of 128 output channels x BN positions (256 for 16-bit y, 128 for f32 y, whose wider
+ * y buffer would not fit), K in stages of 64 channels: A by a 3-d TMA map of w (channel,
+ * output channel, group; a 128 x 128-byte box), B by a 4-d map of x (position, channel, group,
+ * image; BN / 64 boxes of 64 positions x 64 channels), both in the 128-byte swizzle, zero fill
+ * past cin/groups, cout/groups and P (so a tail never reads into the next group, and no Inf or
+ * NaN outside the problem meets a zero). 256-wide tiles read and write rows of 512 contiguous
+ * bytes, where 128-wide ones moved 256: rn50_1x1_256 121 -> 152 TFLOP/s (bf16, H200).
+ * Three warpgroups: the producer's first thread issues a stage's copies once the slot's
+ * "empty" mbarrier says the MMAs are done with it; each consumer warpgroup runs m64nBNk16 over
+ * its 64 channels with one wgmma group left in flight. Blocks loop over tiles (a persistent
+ * grid, channel tiles fastest so that the tiles reading one x tile run together), the stages
+ * running on across tiles. Epilogue: each consumer warpgroup rounds its sums plus the bias
+ * once to y's dtype into a y buffer (128-byte boxes in the 128-byte swizzle, no bank
+ * conflicts) and its first thread stores them by TMA (a 4-d map of y like x's) while the
+ * warpgroup goes on to the next tile; with two buffers (blocks of several tiles) a buffer is
+ * written again once `cp.async.bulk.wait_group.read 1` says the store two tiles back has read
+ * it. Where y has no TMA view (rows of positions not a multiple of 16 bytes) the warpgroup
+ * copies its rows out, two 16-bit values a store where y's rows are 4-byte aligned.
  *
  * Where x's or w's rows are not multiples of 16 bytes (the TMA maps' strides must be; e.g.
  * 14 x 14 positions in 16-bit x), the run first copies them into the workspace with rows
- * padded to 16 bytes (cudaMemcpy2DAsync); the maps still stop at P and cin/groups, so the
- * padding is never read. Sums: the tensor cores' f32 (DESIGN.md §2), bias added after the
+ * padded to 16 bytes (pad_rows, a warp per row); the maps still stop at P and cin/groups, so
+ * the padding is never read. Sums: the tensor cores' f32 (DESIGN.md §2), bias added after the
  * last product, one rounding; no atomics, no split of K: deterministic, and for exact inputs
  * identical to cpu.ref.
  *
  * Compiled for sm_90a only (the compute_80 pass sees an empty kernel); supports() asks for a
- * compute capability 9.0 device. Knobs: XCONV_CFGEMM_BLOCKS=n caps the persistent grid at n
- * blocks (tests: many tiles per block, both y buffers reused); XCONV_CFGEMM_DESC=1 swaps B's
- * descriptor offsets (the first device run's check of the N-major layout's reading).
+ * compute capability 9.0 device. Knobs (environment, read at each run; for tests and
+ * measurements): XCONV_CFGEMM_BLOCKS=n caps the persistent grid at n blocks (many tiles per
+ * block, both y buffers reused); XCONV_CFGEMM_BN=128 forces 128-wide tiles;
+ * XCONV_CFGEMM_YBUFS=1/2 forces one or two y buffers; XCONV_CFGEMM_DESC=1 swaps B's
+ * descriptor offsets (the first device run's check of how the N-major layout is read: wrong
+ * results, relative L2 error 0.99).
  */
 #include "cuda/wgmma_device.cuh"
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 using namespace xconv_cuda;
 
 namespace {
 
-constexpr int BM = 128, BN = 128;     /* output channels x positions per tile */
+constexpr int BM = 128;               /* output channels per tile; BN positions: 128 or 256 */
 constexpr int BK = 64;                /* channels per stage: one 128-byte row of A */
 constexpr int CF_THREADS = 384;       /* two consumer warpgroups, then the producer's */
 constexpr int A_BYTES = BM * BKB;     /* 16 KiB: 128 rows of w's 64 channels */
 constexpr int B_BOX = BK * BKB;       /* 8 KiB: 64 channels x 64 positions */
-constexpr int B_BYTES = (BN / 64) * B_BOX;
-constexpr int STAGE_BYTES = A_BYTES + B_BYTES;
+template <int BN> constexpr int stage_bytes() { return A_BYTES + (BN / 64) * B_BOX; }
 constexpr int MAX_STAGES = 4;
 constexpr int SMEM_LIMIT = 227 * 1024; /* the H200's opt-in dynamic shared memory per block */
 
@@ -67,6 +73,8 @@ struct cf_args {
     int tn, to;          /* position tiles and channel tiles per (image, group) */
     int nst;             /* pipeline stages */
     int ybuf;            /* bytes of one y buffer: 128 rows x BN y elements */
+    int nybuf;           /* y buffers: 2 (a tile's stores run under the next tile) or 1 */
+    int y_pairs;         /* the row copies may store pairs of 16-bit y as one 4-byte word */
     int y_map;           /* y stored by TMA boxes, else the rows copied element by element */
     int y_es;            /* y's element bytes */
     long long P;         /* positions per channel */
@@ -74,6 +82,10 @@ struct cf_args {
 };
 
 #if XCONV_WGMMA_ARCH
+/* 256-wide tiles hold 128 sums per consumer thread: the producer gives registers up
+ * (setmaxnreg; the entry cap at 384 threads is 168, and 256 (224 - 168) <= 128 (168 - 56)) */
+constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 224;
+
 /* Descriptor of an N-major B tile in the 128-byte swizzle: 64 positions (128 bytes) per row
  * of one channel, rows 128 bytes apart; the leading byte offset (lbo) is the step between
  * 64-wide position blocks (one 8 KiB box), the stride byte offset (sbo) the step between
@@ -113,7 +125,7 @@ __device__ __forceinline__ void tma_store_4d(const CUtensorMap *map, uint32_t sr
  * is row r0 + 8h, position 8j + 2 (lane % 4) + e) plus the rows' bias b0 / b1, rounded once to
  * YD into the y buffer (BN y elements per row in 128-byte boxes of 128 rows, the 128-byte
  * swizzle; a thread's pair of positions is one store, a warp's stores hit distinct banks). */
-template <xconv_dtype YD>
+template <xconv_dtype YD, int BN>
 __device__ __forceinline__ void fill_rows(const float (&acc)[BN / 2], float b0, float b1,
                                           unsigned char *buf, int r0, int lane)
 {
@@ -145,8 +157,8 @@ __device__ __forceinline__ void fill_rows(const float (&acc)[BN / 2], float b0, 
 }
 #endif
 
-/* The kernel: K 0 (bf16) or 1 (f16). */
-template <int K>
+/* The kernel: K 0 (bf16) or 1 (f16), tiles 128 x BN. */
+template <int K, int BN>
 __global__ void __launch_bounds__(CF_THREADS, 1)
 cf_gemm_kernel(const __grid_constant__ cf_args A, const char *__restrict__ bias,
                char *__restrict__ y)
@@ -154,12 +166,16 @@ cf_gemm_kernel(const __grid_constant__ cf_args A, const char *__restrict__ bias,
 #if XCONV_WGMMA_ARCH
     extern __shared__ unsigned char smem_raw[];
     unsigned char *smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
+    constexpr int STAGE_BYTES = stage_bytes<BN>();
     const int nst = A.nst, tid = threadIdx.x;
     const uint32_t sbase = smem_addr(smem);
     unsigned char *ybufs = smem + nst * STAGE_BYTES;
-    const uint32_t full = sbase + nst * STAGE_BYTES + 2 * A.ybuf, empty = full + 8 * nst;
+    const uint32_t full = sbase + nst * STAGE_BYTES + A.nybuf * A.ybuf, empty = full + 8 * nst;
     const xconv_canon &p = A.p;
-    const int64_t first = blockIdx.x, step = gridDim.x;
+    /* this block's tiles: first, first + step, ... below last (contiguous runs of tiles per
+     * block measured 4% slower on rn50_1x1_256: neighbouring blocks then no longer share x
+     * tiles and write neighbouring row pieces at the same time) */
+    const int64_t first = blockIdx.x, step = gridDim.x, last = A.tiles;
     /* tile t: channel tile t % to, position tile (t / to) % tn, (image, group) the rest */
     auto tile_of = [&](int64_t t, int &o0, int &p0, int &g, int &n) {
         o0 = (int)(t % A.to) * BM;
@@ -179,10 +195,11 @@ cf_gemm_kernel(const __grid_constant__ cf_args A, const char *__restrict__ bias,
     __syncthreads();
 
     if (tid >= 256) { /* the producer: its first thread issues every copy */
+        if constexpr (BN > 128) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(PRODUCER_REGS));
         if (tid != 256) return;
         int s = 0;
         uint32_t ph = 1; /* a fresh barrier's phase before the first passes at parity 1 */
-        for (int64_t t = first; t < A.tiles; t += step) {
+        for (int64_t t = first; t < last; t += step) {
             int o0, p0, g, n;
             tile_of(t, o0, p0, g, n);
             for (int kb = 0; kb < A.kt; kb++) {
@@ -200,6 +217,7 @@ cf_gemm_kernel(const __grid_constant__ cf_args A, const char *__restrict__ bias,
     }
 
     /* the consumers: warpgroup wg owns tile rows (output channels) 64 wg .. 64 wg + 63 */
+    if constexpr (BN > 128) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(CONSUMER_REGS));
     const int wg = tid >> 7, lane = tid & 31, warp = (tid >> 5) & 3;
     const int r0 = wg * 64 + warp * 16 + (lane >> 2); /* this thread's rows r0, r0 + 8 */
     const bool lead = lane == 0, wg_lead = (tid & 127) == 0;
@@ -209,7 +227,7 @@ cf_gemm_kernel(const __grid_constant__ cf_args A, const char *__restrict__ bias,
     int s = 0, yb = 0;
     uint32_t ph = 0;
     float acc[BN / 2];
-    for (int64_t t = first; t < A.tiles; t += step) {
+    for (int64_t t = first; t < last; t += step) {
         int o0, p0, g, n;
         tile_of(t, o0, p0, g, n);
         float b0 = 0.0f, b1 = 0.0f;
@@ -240,13 +258,19 @@ cf_gemm_kernel(const __grid_constant__ cf_args A, const char *__restrict__ bias,
         if (held >= 0 && lead) mbar_arrive(empty + 8 * held);
 
         unsigned char *buf = ybufs + yb * A.ybuf;
-        /* the store from this buffer two tiles back has read it (the newest is the other's) */
-        if (A.y_map && wg_lead) bulk_wait_read_but1();
+        /* the store from this buffer has read it: with two, the one two tiles back (the
+         * newest group is the other buffer's) */
+        if (A.y_map && wg_lead) {
+            if (A.nybuf == 2) bulk_wait_read_but1();
+            else bulk_wait_read();
+        }
         wg_sync();
         switch (p.y_dtype) {
-        case XCONV_DTYPE_BF16: fill_rows<XCONV_DTYPE_BF16>(acc, b0, b1, buf, r0, lane); break;
-        case XCONV_DTYPE_F16: fill_rows<XCONV_DTYPE_F16>(acc, b0, b1, buf, r0, lane); break;
-        default: fill_rows<XCONV_DTYPE_F32>(acc, b0, b1, buf, r0, lane); break;
+        case XCONV_DTYPE_BF16: fill_rows<XCONV_DTYPE_BF16, BN>(acc, b0, b1, buf, r0, lane); break;
+        case XCONV_DTYPE_F16: fill_rows<XCONV_DTYPE_F16, BN>(acc, b0, b1, buf, r0, lane); break;
+        default:
+            if constexpr (BN == 128) fill_rows<XCONV_DTYPE_F32, BN>(acc, b0, b1, buf, r0, lane);
+            break; /* (f32 y runs 128-wide tiles) */
         }
         const int rows = (int)(p.cout_g - o0 - 64 * wg < 64 ? p.cout_g - o0 - 64 * wg : 64);
         if (A.y_map) {
@@ -266,6 +290,14 @@ cf_gemm_kernel(const __grid_constant__ cf_args A, const char *__restrict__ bias,
             for (int rr = warp; rr < rows; rr += 4) {
                 const int r = 64 * wg + rr;
                 char *dst = y + (p.y_off + n * p.y_sn + (g * p.cout_g + o0 + r) * p.y_sc + p0) * y_es;
+                if (A.y_pairs) { /* 16-bit y, rows 4-byte aligned: two positions a store */
+                    for (int c = 2 * lane; c < cols; c += 64) {
+                        const unsigned char *src = buf + tile_at_byte<true, BM>(r, c * 2, 0);
+                        if (c + 1 < cols) *(uint32_t *)(dst + 2 * c) = *(const uint32_t *)src;
+                        else *(uint16_t *)(dst + 2 * c) = *(const uint16_t *)src;
+                    }
+                    continue;
+                }
                 for (int c = lane; c < cols; c += 32) {
                     const unsigned char *src = buf + tile_at_byte<true, BM>(r, c * y_es, 0);
                     if (y_es == 2) *(uint16_t *)(dst + 2 * c) = *(const uint16_t *)src;
@@ -273,7 +305,7 @@ cf_gemm_kernel(const __grid_constant__ cf_args A, const char *__restrict__ bias,
                 }
             }
         }
-        yb ^= 1;
+        if (A.nybuf == 2) yb ^= 1;
     }
     if (A.y_map && wg_lead) bulk_wait_all();
 #else
@@ -349,6 +381,16 @@ bool cf_supports(const xconv_canon *p, const char **why_not)
     return true;
 }
 
+/* The tile width: 256 positions for 16-bit y (rows of 512 contiguous bytes per tile in x and
+ * y), 128 for f32 y (whose 256-wide y buffer would not fit beside the stages).
+ * XCONV_CFGEMM_BN=128 forces 128 (a measuring knob). */
+int pick_bn(const xconv_canon *p)
+{
+    const char *v = getenv("XCONV_CFGEMM_BN");
+    if (v && atoi(v) == 128) return 128;
+    return xconv_dtype_size(p->y_dtype) == 2 ? 256 : 128;
+}
+
 size_t cf_workspace_bytes(const xconv_canon *p)
 {
     const cf_plan l = plan_of(p);
@@ -362,7 +404,7 @@ double cf_cost(const xconv_canon *p)
     const cf_plan l = plan_of(p);
     const double P = (double)xconv__prod3(p->x_size);
     const double pad = (double)round_up(p->cout_g, BM) / (double)p->cout_g *
-                       ((double)round_up((int64_t)P, BN) / P) *
+                       ((double)round_up((int64_t)P, pick_bn(p)) / P) *
                        ((double)round_up(p->cin_g, BK) / (double)p->cin_g);
     return 0.009 * p->flops * pad + 1.5 * 2.0 * (double)(l.x_bytes + l.w_bytes) + 3e4;
 }
@@ -404,19 +446,42 @@ bool make_map(CUtensorMap *map, int es, int r, const void *base, const cuuint64_
                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-/* Rows of `width` bytes, `rows` of them at pitch spitch (and, for `outer` > 1, blocks of them
- * at ostride bytes), into dst at dpitch, block after block. */
-void copy_rows(char *dst, size_t dpitch, const char *src, size_t spitch, size_t width, size_t rows,
-               int64_t outer, int64_t ostride, cudaStream_t st)
+/* Row r of `total`: source at (r / rows) * ostride + (r % rows) * spitch, destination at
+ * r * dpitch (bytes), `width` elements of T each; a warp per row, lanes along it. */
+template <class T>
+__global__ void pad_rows(char *dst, int64_t dpitch, const char *src, int64_t spitch, int64_t rows,
+                         int64_t ostride, int64_t width, int64_t total)
 {
-    if (outer <= 1 || (int64_t)(rows * spitch) == ostride) {
-        cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows * (size_t)(outer > 1 ? outer : 1),
-                          cudaMemcpyDeviceToDevice, st);
-        return;
+    const int lane = threadIdx.x & 31;
+    const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
+    for (int64_t r = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; r < total; r += warps) {
+        const T *s = (const T *)(src + r / rows * ostride + r % rows * spitch);
+        T *d = (T *)(dst + r * dpitch);
+        for (int64_t i = lane; i < width; i += 32) d[i] = s[i];
     }
-    for (int64_t i = 0; i < outer; i++)
-        cudaMemcpy2DAsync(dst + i * rows * dpitch, dpitch, src + i * ostride, spitch, width, rows,
-                          cudaMemcpyDeviceToDevice, st);
+}
+
+/* Rows of `width` bytes, `rows` of them at pitch spitch and `outer` blocks of them at ostride
+ * bytes, into dst at dpitch, block after block: 4-byte words where every offset allows, else
+ * 2-byte elements. (cudaMemcpy2DAsync, one call per block of rows, ran rn50_1x1_1024's copy
+ * 8x slower.) */
+void copy_rows(char *dst, int64_t dpitch, const char *src, int64_t spitch, int64_t width,
+               int64_t rows, int64_t outer, int64_t ostride, cudaStream_t st)
+{
+    if (outer < 1) outer = 1;
+    if (outer == 1) ostride = rows * spitch;
+    const int64_t total = rows * outer;
+    const unsigned blocks = (unsigned)(total / 8 + 1 < 4096 ? total / 8 + 1 : 4096);
+    if (((uintptr_t)src | (uintptr_t)dst | (uint64_t)(dpitch | spitch | ostride | width)) % 4 == 0)
+        pad_rows<uint32_t><<<blocks, 256, 0, st>>>(dst, dpitch, src, spitch, rows, ostride, width / 4, total);
+    else
+        pad_rows<uint16_t><<<blocks, 256, 0, st>>>(dst, dpitch, src, spitch, rows, ostride, width / 2, total);
+}
+
+/* The kernel for p's input dtype and tile width. */
+template <int BN> void (*kernel_for(const xconv_canon *p))(cf_args, const char *, char *)
+{
+    return p->x_dtype == XCONV_DTYPE_BF16 ? cf_gemm_kernel<0, BN> : cf_gemm_kernel<1, BN>;
 }
 
 xconv_status cf_run(const xconv_exec *e, xconv_error *err)
@@ -451,6 +516,7 @@ xconv_status cf_run(const xconv_exec *e, xconv_error *err)
     if (!maps) return xconv__cuda_generic_run(e, err); /* an unaligned view: no TMA */
     A.y_map = make_map(&A.y, (int)yes, 4, (const char *)e->y + p->y_off * yes, yd, ys, yb);
 
+    const int BN = pick_bn(p), STAGE_BYTES = BN == 256 ? stage_bytes<256>() : stage_bytes<128>();
     A.kt = (int)((p->cin_g + BK - 1) / BK);
     A.tn = (int)((P + BN - 1) / BN);
     A.to = (int)((p->cout_g + BM - 1) / BM);
@@ -461,21 +527,28 @@ xconv_status cf_run(const xconv_exec *e, xconv_error *err)
     A.b_lbo = B_BOX >> 4, A.b_sbo = 1024 >> 4;
     if (const char *v = getenv("XCONV_CFGEMM_DESC")) /* measuring knob: the offsets swapped */
         if (v[0] == '1') A.b_lbo = 1024 >> 4, A.b_sbo = B_BOX >> 4;
-    A.nst = (SMEM_LIMIT - 2048 - 2 * A.ybuf) / STAGE_BYTES;
-    if (A.nst > MAX_STAGES) A.nst = MAX_STAGES;
-    const int smem = A.nst * STAGE_BYTES + 2 * A.ybuf + 16 * A.nst + 1024;
     int64_t blocks = xconv__cuda_device_sms(p->device_index);
     if (const char *v = getenv("XCONV_CFGEMM_BLOCKS"))
         if (atoi(v) > 0 && atoi(v) < blocks) blocks = atoi(v);
     if (blocks > A.tiles) blocks = A.tiles;
+    /* two y buffers where a block runs several tiles (XCONV_CFGEMM_YBUFS=1/2 forces), the
+     * rest of the shared memory in stages */
+    A.nybuf = A.tiles > blocks ? 2 : 1;
+    if (const char *v = getenv("XCONV_CFGEMM_YBUFS"))
+        if (atoi(v) == 1 || atoi(v) == 2) A.nybuf = atoi(v);
+    A.nst = (SMEM_LIMIT - 2048 - A.nybuf * A.ybuf) / STAGE_BYTES;
+    if (A.nst > MAX_STAGES) A.nst = MAX_STAGES;
+    if (A.nst < 2) A.nybuf = 1, A.nst = (SMEM_LIMIT - 2048 - A.ybuf) / STAGE_BYTES;
+    const int smem = A.nst * STAGE_BYTES + A.nybuf * A.ybuf + 16 * A.nst + 1024;
+    const int64_t ybase = (int64_t)(uintptr_t)e->y + p->y_off * yes;
+    A.y_pairs = yes == 2 && ybase % 4 == 0 && p->y_sc % 2 == 0 && p->y_sn % 2 == 0;
     return xconv__cuda_run(e, "cuda.cf_gemm", err, [&](cudaStream_t st) {
         if (l.copy_x)
-            copy_rows(ws, (size_t)(l.xp * es), x, (size_t)(p->x_sc * es), (size_t)(P * es),
-                      (size_t)p->cin, p->n, p->x_sn * es, st);
+            copy_rows(ws, l.xp * es, x, p->x_sc * es, P * es, p->cin, p->n, p->x_sn * es, st);
         if (l.copy_w)
-            copy_rows(ws + l.x_bytes, (size_t)(l.wp * es), w, (size_t)(p->w_so * es),
-                      (size_t)(p->cin_g * es), (size_t)p->cout_g, p->groups, p->w_sg * es, st);
-        auto kern = p->x_dtype == XCONV_DTYPE_BF16 ? cf_gemm_kernel<0> : cf_gemm_kernel<1>;
+            copy_rows(ws + l.x_bytes, l.wp * es, w, p->w_so * es, p->cin_g * es, p->cout_g,
+                      p->groups, p->w_sg * es, st);
+        auto kern = BN == 256 ? kernel_for<256>(p) : kernel_for<128>(p);
         cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         kern<<<(unsigned)blocks, CF_THREADS, smem, st>>>(A, (const char *)e->bias, (char *)e->y);
     });

@@ -965,16 +965,23 @@ int main(void)
             if (fold && i % 3 < 2) setenv("XCONV_FOLD_SPREAD", i % 3 ? "0" : "1", 1);
             /* cuda.cf_gemm's problems: half of them on persistent grids of 1-3 blocks, each
              * block running many tiles and both of its y buffers many times; a quarter with
-             * Inf and NaN in x or w (the zero fill past the problem's edges must meet none) */
+             * Inf and NaN in x or w (the zero fill past the problem's edges must meet none);
+             * its knobs in turn: 128-wide tiles for 16-bit y (else 256), one y buffer */
             const bool cf1 = special[k] == SHAPE_CF1;
             if (cf1 && (i & 2)) {
                 const char blocks[2] = {(char)('1' + (i / 4) % 3), 0};
                 setenv("XCONV_CFGEMM_BLOCKS", blocks, 1);
             }
+            if (cf1 && i % 3 == 1) setenv("XCONV_CFGEMM_BN", "128", 1);
+            if (cf1 && i % 7 == 3) setenv("XCONV_CFGEMM_YBUFS", "1", 1);
             check_problem(&pb, cf1 && i % 4 == 3 ? (i & 8 ? FILL_SPECIAL_X : FILL_SPECIAL)
                                : (i & 1)          ? FILL_REAL
                                                   : FILL_EXACT);
-            if (cf1) unsetenv("XCONV_CFGEMM_BLOCKS");
+            if (cf1) {
+                unsetenv("XCONV_CFGEMM_BLOCKS");
+                unsetenv("XCONV_CFGEMM_BN");
+                unsetenv("XCONV_CFGEMM_YBUFS");
+            }
             if (fold) unsetenv("XCONV_FOLD_SPREAD");
             if (pad) unsetenv("XCONV_PATCH_PAD");
             if (force) {
