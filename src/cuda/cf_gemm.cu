@@ -343,7 +343,11 @@ bool dense_positions(const int64_t *size, const int64_t *stride)
  * stored. (rn50_1x1_1024 bf16: 135 TFLOP/s with x copied; see GPU.md for this.) (Loading
  * B by the producer warpgroup's cp.async of 8-byte pieces instead of copying x was correct
  * but slower: rn50_1x1_1024 bf16 86 against 135 TFLOP/s with the copy, its stages signalled
- * one behind the loads, since the consumers free a slot only after starting the next one.) */
+ * one behind the loads, since the consumers free a slot only after starting the next one.
+ * Reading x in place through a map whose rows are G = 2, 4 or 8 channel planes, which makes
+ * the row stride a 16-byte multiple, faulted with "illegal instruction" at the first box
+ * starting at plane h > 0: the tiled TMA load wants the box's innermost coordinate at a
+ * 16-byte boundary, which h planes of 392 bytes are not.) */
 struct cf_plan {
     bool copy_x, copy_w;
     int xg;                    /* channels per row of x's map: 1 (x or its copy as it is) .. 8 */
