@@ -30,12 +30,10 @@
  * it. Where y has no TMA view (rows of positions not a multiple of 16 bytes) the warpgroup
  * copies its rows out, two 16-bit values a store where y's rows are 4-byte aligned.
  *
- * Where x's channel planes are not multiples of 16 bytes (the TMA maps' strides must be; e.g.
- * 14 x 14 positions in 16-bit x), x is read through rows of G = 2, 4 or 8 planes instead, w
- * copied with its channels in the order that gives (plan_of); where that does not apply
- * (cin/groups not a multiple of G, unaligned image strides) x is first copied into the
- * workspace with rows padded to 16 bytes (pad_rows, a warp per row), as is a w whose rows are
- * not 16-byte multiples; the maps still stop at P and cin/groups, so padding is never read. Sums: the tensor cores' f32 (DESIGN.md §2), bias added after the
+ * Where x's or w's rows are not multiples of 16 bytes (the TMA maps' strides must be; e.g.
+ * 14 x 14 positions in 16-bit x), the run first copies them into the workspace with rows
+ * padded to 16 bytes (pad_rows, a warp per row); the maps still stop at P and cin/groups, so
+ * the padding is never read. Sums: the tensor cores' f32 (DESIGN.md §2), bias added after the
  * last product, one rounding; no atomics, no split of K: deterministic, and for exact inputs
  * identical to cpu.ref.
  *
@@ -43,8 +41,7 @@
  * compute capability 9.0 device. Knobs (environment, read at each run; for tests and
  * measurements): XCONV_CFGEMM_BLOCKS=n caps the persistent grid at n blocks (many tiles per
  * block, both y buffers reused); XCONV_CFGEMM_BN=128 forces 128-wide tiles;
- * XCONV_CFGEMM_YBUFS=1/2 forces one or two y buffers; XCONV_CFGEMM_XCOPY=1 copies x where rows
- * of G planes would read it in place; XCONV_CFGEMM_DESC=1 swaps B's
+ * XCONV_CFGEMM_YBUFS=1/2 forces one or two y buffers; XCONV_CFGEMM_DESC=1 swaps B's
  * descriptor offsets (the first device run's check of how the N-major layout is read: wrong
  * results, relative L2 error 0.99).
  */
@@ -78,7 +75,6 @@ struct cf_args {
     int ybuf;            /* bytes of one y buffer: 128 rows x BN y elements */
     int nybuf;           /* y buffers: 2 (a tile's stores run under the next tile) or 1 */
     int y_pairs;         /* the row copies may store pairs of 16-bit y as one 4-byte word */
-    int xg;              /* channels per row of x's map (1, 2, 4 or 8: rows of 16-byte multiples) */
     int y_map;           /* y stored by TMA boxes, else the rows copied element by element */
     int y_es;            /* y's element bytes */
     long long P;         /* positions per channel */
@@ -86,6 +82,10 @@ struct cf_args {
 };
 
 #if XCONV_WGMMA_ARCH
+/* 256-wide tiles hold 128 sums per consumer thread: the producer gives registers up
+ * (setmaxnreg; the entry cap at 384 threads is 168, and 256 (224 - 168) <= 128 (168 - 56)) */
+constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 224;
+
 /* Descriptor of an N-major B tile in the 128-byte swizzle: 64 positions (128 bytes) per row
  * of one channel, rows 128 bytes apart; the leading byte offset (lbo) is the step between
  * 64-wide position blocks (one 8 KiB box), the stride byte offset (sbo) the step between
@@ -195,6 +195,7 @@ cf_gemm_kernel(const __grid_constant__ cf_args A, const char *__restrict__ bias,
     __syncthreads();
 
     if (tid >= 256) { /* the producer: its first thread issues every copy */
+        if constexpr (BN > 128) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(PRODUCER_REGS));
         if (tid != 256) return;
         int s = 0;
         uint32_t ph = 1; /* a fresh barrier's phase before the first passes at parity 1 */
@@ -206,14 +207,9 @@ cf_gemm_kernel(const __grid_constant__ cf_args A, const char *__restrict__ bias,
                 const uint32_t sa = sbase + s * STAGE_BYTES, bar = full + 8 * s;
                 mbar_expect(bar, STAGE_BYTES);
                 tma_load_3d(sa, &A.a, bar, kb * BK, o0, g);
-                /* box j: positions p0 + 64 j ..; with G = A.xg channels per map row, G boxes of
-                 * BK / G rows each, the channels c = G i + h (h: the box) in K order h, i */
-                const int G = A.xg, rows = BK / G;
 #pragma unroll
                 for (int j = 0; j < BN / 64; j++)
-                    for (int h = 0; h < G; h++)
-                        tma_load_4d(sa + A_BYTES + j * B_BOX + h * rows * BKB, &A.b, bar,
-                                    (int)(h * p.x_sc) + p0 + 64 * j, kb * rows, g, n);
+                    tma_load_4d(sa + A_BYTES + j * B_BOX, &A.b, bar, p0 + 64 * j, kb * BK, g, n);
                 if (++s == nst) s = 0, ph ^= 1;
             }
         }
@@ -221,8 +217,7 @@ cf_gemm_kernel(const __grid_constant__ cf_args A, const char *__restrict__ bias,
     }
 
     /* the consumers: warpgroup wg owns tile rows (output channels) 64 wg .. 64 wg + 63 */
-    /* (256-wide tiles: 128 sums per thread fit the 168 registers a thread of 384 gets, no
-     * spills, so no setmaxnreg hand-over from the producer) */
+    if constexpr (BN > 128) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(CONSUMER_REGS));
     const int wg = tid >> 7, lane = tid & 31, warp = (tid >> 5) & 3;
     const int r0 = wg * 64 + warp * 16 + (lane >> 2); /* this thread's rows r0, r0 + 8 */
     const bool lead = lane == 0, wg_lead = (tid & 127) == 0;
@@ -334,24 +329,16 @@ bool dense_positions(const int64_t *size, const int64_t *stride)
 }
 
 /* How a problem is laid out for the kernel: whether x and w are first copied into the
- * workspace with rows padded to 16 bytes, and the copies' row pitches (elements); or, where
- * x's channel planes are not 16-byte multiples but G of them are (G = 2, 4 or 8; 14 x 14
- * positions in 16-bit x: 392 bytes, G = 2), x read in place through a map whose rows are G
- * channels: a stage's B tile is G boxes, channels h, h + G, .. in box h, and w is copied with
- * its channels in that order per stage (w_perm, zeros past cin/groups). The boxes' positions
- * past P read the next channel of the row, which only sums into y's columns past P, never
- * stored. (rn50_1x1_1024 bf16: 135 TFLOP/s with x copied; see GPU.md for this.) (Loading
- * B by the producer warpgroup's cp.async of 8-byte pieces instead of copying x was correct
- * but slower: rn50_1x1_1024 bf16 86 against 135 TFLOP/s with the copy, its stages signalled
- * one behind the loads, since the consumers free a slot only after starting the next one.
- * Reading x in place through a map whose rows are G = 2, 4 or 8 channel planes, which makes
- * the row stride a 16-byte multiple, faulted with "illegal instruction" at the first box
- * starting at plane h > 0: the tiled TMA load wants the box's innermost coordinate at a
- * 16-byte boundary, which h planes of 392 bytes are not.) */
+ * workspace with rows padded to 16 bytes, and the copies' row pitches (elements). Tried and
+ * not kept (H200): B loaded by the producer warpgroup's cp.async of 8-byte pieces instead of
+ * copying x, correct but slower (rn50_1x1_1024 bf16 86 against 135 TFLOP/s with the copy:
+ * a stage is signalled one behind its loads, since the consumers free a slot only after
+ * starting the next); x read in place through a map whose rows are G = 2, 4 or 8 channel
+ * planes (a row stride of a 16-byte multiple), which faulted with "illegal instruction" at
+ * the first box starting at a plane h > 0: tiled TMA loads want the box's innermost
+ * coordinate on a 16-byte boundary, which h planes of 392 bytes are not. */
 struct cf_plan {
     bool copy_x, copy_w;
-    int xg;                    /* channels per row of x's map: 1 (x or its copy as it is) .. 8 */
-    int64_t kpad;              /* w_perm's row length (xg > 1): whole stages of channels */
     int64_t xp, wp;            /* row pitch of the copies: P and cin/groups rounded up */
     size_t x_bytes, w_bytes;   /* their workspace parts (256-byte multiples) */
 };
@@ -363,18 +350,12 @@ cf_plan plan_of(const xconv_canon *p)
     cf_plan l;
     const int64_t es = (int64_t)xconv_dtype_size(p->x_dtype), P = xconv__prod3(p->x_size);
     /* a stride of a size-1 dim is never used; the maps then take a stand-in */
-    int64_t g = 1; /* channel planes per 16-byte multiple */
-    while ((p->x_sc * es * g) % 16) g *= 2;
-    const char *v = getenv("XCONV_CFGEMM_XCOPY"); /* 1: copy x where rows of G planes would do */
-    l.xg = (p->n > 1 && (p->x_sn * es) % 16) || p->cin_g % g || (v && v[0] == '1') ? 0 : (int)g;
-    l.copy_x = l.xg == 0;
-    if (l.copy_x) l.xg = 1;
-    l.kpad = round_up(p->cin_g, BK);
-    l.copy_w = l.xg == 1 && ((p->w_so * es) % 16 || (p->groups > 1 && (p->w_sg * es) % 16));
+    l.copy_x = (p->x_sc * es) % 16 || (p->n > 1 && (p->x_sn * es) % 16);
+    l.copy_w = (p->w_so * es) % 16 || (p->groups > 1 && (p->w_sg * es) % 16);
     l.xp = round_up(P, 16 / es);
-    l.wp = l.xg > 1 ? l.kpad : round_up(p->cin_g, 16 / es);
+    l.wp = round_up(p->cin_g, 16 / es);
     l.x_bytes = l.copy_x ? xconv__cuda_align256((size_t)(es * p->n * p->cin * l.xp)) : 0;
-    l.w_bytes = l.copy_w || l.xg > 1 ? xconv__cuda_align256((size_t)(es * p->cout * l.wp)) : 0;
+    l.w_bytes = l.copy_w ? xconv__cuda_align256((size_t)(es * p->cout * l.wp)) : 0;
     return l;
 }
 
@@ -472,20 +453,6 @@ bool make_map(CUtensorMap *map, int es, int r, const void *base, const cuuint64_
                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-/* w's channels in the order of the G-plane boxes, per stage of BK: element (o of every
- * group, stage kb, k) of dst is channel kb BK + G (k % (BK / G)) + k / (BK / G) of w, 0 past
- * cin/groups; rows of kpad (whole stages). */
-__global__ void w_perm(uint16_t *dst, const uint16_t *w, const xconv_canon p, int64_t kpad, int G,
-                       int64_t total)
-{
-    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= total) return;
-    const int64_t row = i / kpad, kk = i % kpad, kb = kk / BK, k = kk % BK, rows = BK / G;
-    const int64_t c = kb * BK + G * (k % rows) + k / rows;
-    const int64_t g = row / p.cout_g, o = row % p.cout_g;
-    dst[i] = c < p.cin_g ? w[g * p.w_sg + o * p.w_so + c * p.w_si] : (uint16_t)0;
-}
-
 /* Row r of `total`: source at (r / rows) * ostride + (r % rows) * spitch, destination at
  * r * dpitch (bytes), `width` elements of T each; a warp per row, lanes along it. */
 template <class T>
@@ -534,22 +501,17 @@ xconv_status cf_run(const xconv_exec *e, xconv_error *err)
     char *ws = (char *)e->workspace;
     /* the views the maps read: in place, or the padded copies */
     const int64_t xsc = l.copy_x ? l.xp : p->x_sc, xsn = l.copy_x ? p->cin * l.xp : p->x_sn;
-    const bool w_ws = l.copy_w || l.xg > 1; /* w read from the workspace */
-    const int64_t wso = w_ws ? l.wp : p->w_so, wsg = w_ws ? p->cout_g * l.wp : p->w_sg;
-    const char *xv = l.copy_x ? ws : x, *wv = w_ws ? ws + l.x_bytes : w;
-    const int64_t G = l.xg;
+    const int64_t wso = l.copy_w ? l.wp : p->w_so, wsg = l.copy_w ? p->cout_g * l.wp : p->w_sg;
+    const char *xv = l.copy_x ? ws : x, *wv = l.copy_w ? ws + l.x_bytes : w;
 
     cf_args A;
     memset(&A, 0, sizeof A);
     A.p = *p;
-    /* x: (position, or G planes' positions; channel / G; group; image) */
-    const cuuint64_t xd[4] = {(cuuint64_t)(G > 1 ? G * xsc : P), (cuuint64_t)(p->cin_g / G),
-                              (cuuint64_t)p->groups, (cuuint64_t)p->n};
-    const cuuint64_t xs[3] = {(cuuint64_t)(G * xsc * es), (cuuint64_t)(p->cin_g * xsc * es),
+    const cuuint64_t xd[4] = {(cuuint64_t)P, (cuuint64_t)p->cin_g, (cuuint64_t)p->groups, (cuuint64_t)p->n};
+    const cuuint64_t xs[3] = {(cuuint64_t)(xsc * es), (cuuint64_t)(p->cin_g * xsc * es),
                               (cuuint64_t)((p->n > 1 ? xsn : p->groups * p->cin_g * xsc) * es)};
-    const cuuint32_t xb[4] = {64, (cuuint32_t)(BK / G), 1, 1};
-    const cuuint64_t wd[3] = {(cuuint64_t)(G > 1 ? l.kpad : p->cin_g), (cuuint64_t)p->cout_g,
-                              (cuuint64_t)p->groups};
+    const cuuint32_t xb[4] = {64, BK, 1, 1};
+    const cuuint64_t wd[3] = {(cuuint64_t)p->cin_g, (cuuint64_t)p->cout_g, (cuuint64_t)p->groups};
     const cuuint64_t wsd[2] = {(cuuint64_t)(wso * es),
                                (cuuint64_t)((p->groups > 1 ? wsg : p->cout_g * wso) * es)};
     const cuuint32_t wb[3] = {BK, BM, 1};
@@ -587,15 +549,10 @@ xconv_status cf_run(const xconv_exec *e, xconv_error *err)
     const int smem = A.nst * STAGE_BYTES + A.nybuf * A.ybuf + 16 * A.nst + 1024;
     const int64_t ybase = (int64_t)(uintptr_t)e->y + p->y_off * yes;
     A.y_pairs = yes == 2 && ybase % 4 == 0 && p->y_sc % 2 == 0 && p->y_sn % 2 == 0;
-    A.xg = (int)G;
     return xconv__cuda_run(e, "cuda.cf_gemm", err, [&](cudaStream_t st) {
         if (l.copy_x)
             copy_rows(ws, l.xp * es, x, p->x_sc * es, P * es, p->cin, p->n, p->x_sn * es, st);
-        if (G > 1) {
-            const int64_t total = p->cout * l.kpad;
-            w_perm<<<(unsigned)((total + 255) / 256), 256, 0, st>>>(
-                (uint16_t *)(ws + l.x_bytes), (const uint16_t *)w, *p, l.kpad, (int)G, total);
-        } else if (l.copy_w)
+        if (l.copy_w)
             copy_rows(ws + l.x_bytes, l.wp * es, w, p->w_so * es, p->cin_g * es, p->cout_g,
                       p->groups, p->w_sg * es, st);
         auto kern = BN == 256 ? kernel_for<256>(p) : kernel_for<128>(p);
