@@ -316,18 +316,6 @@ cf_gemm_kernel(const __grid_constant__ cf_args A, const char *__restrict__ bias,
 
 /* ---- host side ----------------------------------------------------------------------------- */
 
-/* Whether a tensor's dims of `size` (innermost last) lie densely at `stride` with the
- * innermost at stride 1 (size-1 dims are free: the canonical form gives them stride 0). */
-bool dense_positions(const int64_t *size, const int64_t *stride)
-{
-    int64_t want = 1;
-    for (int d = 2; d >= 0; d--) {
-        if (size[d] != 1 && stride[d] != want) return false;
-        want *= size[d];
-    }
-    return true;
-}
-
 /* How a problem is laid out for the kernel: whether x and w are first copied into the
  * workspace with rows padded to 16 bytes, and the copies' row pitches (elements). Tried and
  * not kept (H200): B loaded by the producer warpgroup's cp.async of 8-byte pieces instead of
@@ -371,7 +359,8 @@ bool cf_supports(const xconv_canon *p, const char **why_not)
             (p->x_size[d] > 1 && p->stride[d] != 1))
             return *why_not = "cuda.cf_gemm runs 1x1 convs at stride 1 without padding", false;
     const int64_t P = xconv__prod3(p->x_size);
-    if (P < 2 || !dense_positions(p->x_size, p->x_ss) || !dense_positions(p->y_size, p->y_ss) ||
+    if (P < 2 || !xconv__cuda_dense_spatial(p->x_size, p->x_ss) ||
+        !xconv__cuda_dense_spatial(p->y_size, p->y_ss) ||
         p->x_sc < P || p->y_sc < P || p->x_sn < 0 || p->y_sn < 0)
         return *why_not = "cuda.cf_gemm needs channels-first x and y (each channel's positions "
                           "one contiguous run)",

@@ -220,6 +220,19 @@ static inline void xconv__cuda_dense_strides(const int64_t *size, int64_t inner,
 
 static inline size_t xconv__cuda_align256(size_t v) { return (v + 255) & ~(size_t)255; }
 
+/* Whether a tensor's spatial (or kernel) dims of `size` (innermost last) lie densely at
+ * `stride`, the innermost at stride 1 (size-1 dims are free: the canonical form gives them
+ * stride 0): each channel plane one contiguous run (cuda.cf_tc, cuda.cf_gemm). */
+static inline bool xconv__cuda_dense_spatial(const int64_t *size, const int64_t *stride)
+{
+    int64_t want = 1;
+    for (int d = 2; d >= 0; d--) {
+        if (size[d] != 1 && stride[d] != want) return false;
+        want *= size[d];
+    }
+    return true;
+}
+
 /* p over dense channels-last bf16 copies of x and w in the workspace (cuda.f32_bf16x3,
  * cuda.f8_bf16): cin_g channels per group in the copies, images and groups as in p, the
  * copies' bytes (rounded to 256) in *x_bytes and *w_bytes. */

@@ -60,18 +60,6 @@ void launch_transpose(size_t es, const void *src, void *dst, int64_t B, int64_t 
     }
 }
 
-/* Whether a tensor's dims of `size` (innermost last) lie densely at `stride` (size-1 dims
- * are free: the canonical form gives them stride 0). */
-bool dense3(const int64_t *size, const int64_t *stride)
-{
-    int64_t want = 1;
-    for (int d = 2; d >= 0; d--) {
-        if (size[d] != 1 && stride[d] != want) return false;
-        want *= size[d];
-    }
-    return true;
-}
-
 struct cf_layout {
     xconv_canon q;               /* the channels-last problem over the workspace */
     size_t      x_bytes, w_bytes, y_bytes;
@@ -106,7 +94,9 @@ bool cf_supports(const xconv_canon *p, const char **why_not)
     const size_t xes = xconv_dtype_size(p->x_dtype), yes = xconv_dtype_size(p->y_dtype);
     if (xes > 2 || (yes != 1 && yes != 2 && yes != 4))
         return *why_not = "cuda.cf_tc takes 1- or 2-byte x and 1-, 2- or 4-byte y", false;
-    if (!dense3(p->x_size, p->x_ss) || !dense3(p->y_size, p->y_ss) || !dense3(p->k_size, p->w_sk))
+    if (!xconv__cuda_dense_spatial(p->x_size, p->x_ss) ||
+        !xconv__cuda_dense_spatial(p->y_size, p->y_ss) ||
+        !xconv__cuda_dense_spatial(p->k_size, p->w_sk))
         return *why_not = "cuda.cf_tc needs dense spatial dims in x and y and dense kernel dims in w",
                false;
     if (p->groups > 1 && p->w_sg != p->cout_g * p->w_so)
