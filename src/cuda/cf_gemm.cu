@@ -372,6 +372,8 @@ bool cf_supports(const xconv_canon *p, const char **why_not)
         p->groups >= (1ll << 31) || p->n >= (1ll << 31) || p->x_sn * es >= (1ll << 40) ||
         p->y_sn * es >= (1ll << 40))
         return *why_not = "cuda.cf_gemm: too large for its tensor maps", false;
+    if (plan_of(p).copy_x && p->cin * P >= (1ll << 31))
+        return *why_not = "cuda.cf_gemm: an image too large for its padded copy of x", false;
     if (xconv__cuda_device_cc(p->device_index) != 90)
         return *why_not = "cuda.cf_gemm needs a gpu of compute capability 9.0 (sm_90a)", false;
     return true;
@@ -442,36 +444,52 @@ bool make_map(CUtensorMap *map, int es, int r, const void *base, const cuuint64_
                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-/* Row r of `total`: source at (r / rows) * ostride + (r % rows) * spitch, destination at
- * r * dpitch (bytes), `width` elements of T each; a warp per row, lanes along it. */
+/* Unit u of `units` (rows of `upr` units of T): row r = u / upr of the rows, its source at
+ * (r / rows) * ostride + (r % rows) * spitch, its destination at r * dpitch (bytes); a thread
+ * per unit, so a warp's loads and stores run on across row ends (a warp per row of 392 bytes
+ * in 4-byte words ran at 1.48 TB/s, half of rn50_1x1_1024's time: ncu, twentieth session).
+ * 32-bit index arithmetic: the caller keeps units below 2^31. */
 template <class T>
-__global__ void pad_rows(char *dst, int64_t dpitch, const char *src, int64_t spitch, int64_t rows,
-                         int64_t ostride, int64_t width, int64_t total)
+__global__ void pad_rows(char *dst, int64_t dpitch, const char *src, int64_t spitch, uint32_t rows,
+                         int64_t ostride, uint32_t upr, uint32_t units)
 {
-    const int lane = threadIdx.x & 31;
-    const int64_t warps = (int64_t)gridDim.x * (blockDim.x / 32);
-    for (int64_t r = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; r < total; r += warps) {
-        const T *s = (const T *)(src + r / rows * ostride + r % rows * spitch);
-        T *d = (T *)(dst + r * dpitch);
-        for (int64_t i = lane; i < width; i += 32) d[i] = s[i];
+    for (uint32_t u = blockIdx.x * blockDim.x + threadIdx.x; u < units; u += gridDim.x * blockDim.x) {
+        const uint32_t r = u / upr, k = u - r * upr, blk = r / rows, rr = r - blk * rows;
+        const T v = *(const T *)(src + blk * ostride + rr * spitch + (int64_t)k * sizeof(T));
+        *(T *)(dst + r * dpitch + (int64_t)k * sizeof(T)) = v;
     }
 }
 
 /* Rows of `width` bytes, `rows` of them at pitch spitch and `outer` blocks of them at ostride
- * bytes, into dst at dpitch, block after block: 4-byte words where every offset allows, else
- * 2-byte elements. (cudaMemcpy2DAsync, one call per block of rows, ran rn50_1x1_1024's copy
- * 8x slower.) */
+ * bytes, into dst at dpitch, block after block, in the widest units (16, 8, 4 or 2 bytes)
+ * that every offset allows. (cudaMemcpy2DAsync, one call per block of rows, ran
+ * rn50_1x1_1024's copy 8x slower.) Blocks of rows of 2^31 units or more go one by one. */
 void copy_rows(char *dst, int64_t dpitch, const char *src, int64_t spitch, int64_t width,
                int64_t rows, int64_t outer, int64_t ostride, cudaStream_t st)
 {
     if (outer < 1) outer = 1;
     if (outer == 1) ostride = rows * spitch;
-    const int64_t total = rows * outer;
-    const unsigned blocks = (unsigned)(total / 8 + 1 < 4096 ? total / 8 + 1 : 4096);
-    if (((uintptr_t)src | (uintptr_t)dst | (uint64_t)(dpitch | spitch | ostride | width)) % 4 == 0)
-        pad_rows<uint32_t><<<blocks, 256, 0, st>>>(dst, dpitch, src, spitch, rows, ostride, width / 4, total);
-    else
-        pad_rows<uint16_t><<<blocks, 256, 0, st>>>(dst, dpitch, src, spitch, rows, ostride, width / 2, total);
+    const uint64_t bits = (uint64_t)(uintptr_t)src | (uint64_t)(uintptr_t)dst |
+                          (uint64_t)(dpitch | spitch | ostride | width);
+    const int64_t unit = bits % 16 == 0 ? 16 : bits % 8 == 0 ? 8 : bits % 4 == 0 ? 4 : 2;
+    const int64_t upr = width / unit, per_block = rows * upr;
+    /* (a block of rows is below 2^31 units: cf_supports leaves larger images of x out) */
+    const int64_t step = per_block >= ((int64_t)1 << 31) ? 1 : (((int64_t)1 << 31) - 1) / per_block;
+    for (int64_t b0 = 0; b0 < outer; b0 += step) { /* (one launch unless x is huge) */
+        const int64_t nb = outer - b0 < step ? outer - b0 : step;
+        const uint32_t units = (uint32_t)(nb * per_block);
+        const unsigned blocks = (unsigned)((units + 255) / 256 < 65535 ? (units + 255) / 256 : 65535);
+        char *d = dst + b0 * rows * dpitch;
+        const char *s = src + b0 * ostride;
+#define XCONV_PAD_ROWS(T)                                                                          \
+    pad_rows<T><<<blocks, 256, 0, st>>>(d, dpitch, s, spitch, (uint32_t)rows, ostride,             \
+                                        (uint32_t)upr, units)
+        if (unit == 16) XCONV_PAD_ROWS(uint4);
+        else if (unit == 8) XCONV_PAD_ROWS(uint2);
+        else if (unit == 4) XCONV_PAD_ROWS(uint32_t);
+        else XCONV_PAD_ROWS(uint16_t);
+#undef XCONV_PAD_ROWS
+    }
 }
 
 /* The kernel for p's input dtype and tile width. */
