@@ -32,8 +32,8 @@
  *
  * Where x's or w's rows are not multiples of 16 bytes (the TMA maps' strides must be; e.g.
  * 14 x 14 positions in 16-bit x), the run first copies them into the workspace with rows
- * padded to 16 bytes (pad_rows, a warp per row); the maps still stop at P and cin/groups, so
- * the padding is never read. Sums: the tensor cores' f32 (DESIGN.md §2), bias added after the
+ * padded to 16 bytes (pad_rows, a thread per 16-, 8-, 4- or 2-byte unit); the maps still stop
+ * at P and cin/groups, so the padding is never read. Sums: the tensor cores' f32 (DESIGN.md §2), bias added after the
  * last product, one rounding; no atomics, no split of K: deterministic, and for exact inputs
  * identical to cpu.ref.
  *
