@@ -20,7 +20,8 @@
  *      mixing devices and naming a missing device are errors.
  *
  * Runs on a machine without a GPU too: it then prints a skip line and "0 passed, 0 failed".
- * XCONV_GPU_TEST_QUICK=1 runs a reduced set (for compute-sanitizer).
+ * XCONV_GPU_TEST_QUICK=1 runs a reduced set (for compute-sanitizer); XCONV_GPU_TEST_ONLY=<engine>
+ * only the problems shaped for that special engine (cuda.cf_gemm, say).
  */
 #include "harness.h"
 #include "xconv.h"
@@ -450,6 +451,13 @@ static const char *kind_engine(shape_kind kind)
     case SHAPE_CF1: return "cuda.cf_gemm";
     default: return NULL;
     }
+}
+
+/* Whether XCONV_GPU_TEST_ONLY (only, an engine name or NULL) leaves out the problems of kind. */
+static bool skip_kind(const char *only, shape_kind kind)
+{
+    const char *eng = kind_engine(kind);
+    return only && (!eng || strcmp(only, eng) != 0);
 }
 
 static problem random_problem(shape_kind kind)
@@ -919,21 +927,27 @@ int main(void)
     const int wgmma_count = quick ? 20 : 100;
     const int simt_count = quick ? 20 : 200;
 
-    check_bad_inputs();
-    check_plan_on_stream();
-    for (int i = 0; i < generic_count; i++) {
-        problem pb = random_problem(SHAPE_ANY);
-        check_problem(&pb, (i & 1) ? FILL_REAL : FILL_EXACT);
-    }
-    for (int i = 0; i < tc_count; i++) {
-        problem pb = random_problem(SHAPE_TC);
-        check_problem(&pb, (i & 1) ? FILL_REAL : FILL_EXACT);
+    /* XCONV_GPU_TEST_ONLY=<engine>: only the problems shaped for that special engine (for
+     * the slower compute-sanitizer tools on one engine) */
+    const char *only = getenv("XCONV_GPU_TEST_ONLY");
+    if (only && !only[0]) only = NULL;
+    if (!only) {
+        check_bad_inputs();
+        check_plan_on_stream();
+        for (int i = 0; i < generic_count; i++) {
+            problem pb = random_problem(SHAPE_ANY);
+            check_problem(&pb, (i & 1) ? FILL_REAL : FILL_EXACT);
+        }
+        for (int i = 0; i < tc_count; i++) {
+            problem pb = random_problem(SHAPE_TC);
+            check_problem(&pb, (i & 1) ? FILL_REAL : FILL_EXACT);
+        }
     }
     const shape_kind special[] = {SHAPE_DEPTHWISE, SHAPE_PATCH, SHAPE_DECONV, SHAPE_WGMMA,
                                   SHAPE_CF,        SHAPE_F32,   SHAPE_FOLD,   SHAPE_SIMT,
                                   SHAPE_F8,        SHAPE_CF1};
     for (int k = 0; k < (int)(sizeof special / sizeof special[0]); k++)
-        for (int i = 0; i < (special[k] == SHAPE_WGMMA  ? wgmma_count
+        for (int i = 0; !skip_kind(only, special[k]) && i < (special[k] == SHAPE_WGMMA  ? wgmma_count
                              : special[k] == SHAPE_SIMT ? simt_count
                                                         : special_count);
              i++) {
@@ -991,6 +1005,7 @@ int main(void)
                 unsetenv("XCONV_WGMMA_EPI");
             }
         }
+    if (only) goto report;
     /* cuda.igemm_wgmma's resident-B launches (one B tile for all of a launch's tiles, two y
      * tiles in turn): persistent grids of 1-3 blocks, so that each block runs many tiles and
      * both y buffers many times, two thirds on 128 x 256 tiles (the others take none);
@@ -1056,6 +1071,7 @@ int main(void)
         check_problem(&pb, FILL_SPECIAL_X);
     }
     unsetenv("XCONV_FOLD_SPREAD");
+report:
     for (int e = 0; e < ENGINE_SLOTS; e++)
         if (engine_runs[e].name)
             printf("test_gpu: %s ran %d problems\n", engine_runs[e].name, engine_runs[e].runs);
