@@ -41,9 +41,7 @@
  * compute capability 9.0 device. Knobs (environment, read at each run; for tests and
  * measurements): XCONV_CFGEMM_BLOCKS=n caps the persistent grid at n blocks (many tiles per
  * block, both y buffers reused); XCONV_CFGEMM_BN=128 forces 128-wide tiles;
- * XCONV_CFGEMM_YBUFS=1/2 forces one or two y buffers; XCONV_CFGEMM_DESC=1 swaps B's
- * descriptor offsets (the first device run's check of how the N-major layout is read: wrong
- * results, relative L2 error 0.99).
+ * XCONV_CFGEMM_YBUFS=1/2 forces one or two y buffers.
  */
 #include "cuda/wgmma_device.cuh"
 
@@ -78,7 +76,6 @@ struct cf_args {
     int y_map;           /* y stored by TMA boxes, else the rows copied element by element */
     int y_es;            /* y's element bytes */
     long long P;         /* positions per channel */
-    uint32_t b_lbo, b_sbo; /* B's descriptor offsets in 16-byte units (bn_desc) */
 };
 
 #if XCONV_WGMMA_ARCH
@@ -87,14 +84,14 @@ struct cf_args {
 constexpr int PRODUCER_REGS = 56, CONSUMER_REGS = 224;
 
 /* Descriptor of an N-major B tile in the 128-byte swizzle: 64 positions (128 bytes) per row
- * of one channel, rows 128 bytes apart; the leading byte offset (lbo) is the step between
- * 64-wide position blocks (one 8 KiB box), the stride byte offset (sbo) the step between
- * groups of 8 channel rows (1 KiB), both in 16-byte units; a 16-channel step of K starts
- * 2 KiB further. */
-__device__ __forceinline__ uint64_t bn_desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
+ * of one channel, rows 128 bytes apart; the leading byte offset is the step between 64-wide
+ * position blocks (one 8 KiB box), the stride byte offset the step between groups of 8
+ * channel rows (1 KiB); a 16-channel step of K starts 2 KiB further. (The first device run
+ * checked the other reading, the two offsets swapped: relative L2 error 0.99.) */
+__device__ __forceinline__ uint64_t bn_desc(uint32_t addr)
 {
-    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)lbo << 16) | ((uint64_t)sbo << 32) |
-           (1ull << 62);
+    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)(B_BOX >> 4) << 16) |
+           ((uint64_t)(1024 >> 4) << 32) | (1ull << 62);
 }
 
 __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap *map, uint32_t bar,
@@ -121,40 +118,6 @@ __device__ __forceinline__ void tma_store_4d(const CUtensorMap *map, uint32_t sr
                  : "memory");
 }
 
-/* A warpgroup's 64 x 128 sums (rows r0 and r0 + 8 of this thread: accumulator d[4j + 2h + e]
- * is row r0 + 8h, position 8j + 2 (lane % 4) + e) plus the rows' bias b0 / b1, rounded once to
- * YD into the y buffer (BN y elements per row in 128-byte boxes of 128 rows, the 128-byte
- * swizzle; a thread's pair of positions is one store, a warp's stores hit distinct banks). */
-template <xconv_dtype YD, int BN>
-__device__ __forceinline__ void fill_rows(const float (&acc)[BN / 2], float b0, float b1,
-                                          unsigned char *buf, int r0, int lane)
-{
-    const int c0 = 2 * (lane & 3);
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int r = r0 + 8 * h;
-        const float b = h ? b1 : b0;
-        if constexpr (YD == XCONV_DTYPE_F32) {
-#pragma unroll
-            for (int j = 0; j < BN / 8; j++)
-                *(float2 *)(buf + tile_at_byte<true, BM>(r, (8 * j + c0) * 4, 0)) =
-                    make_float2(acc[4 * j + 2 * h] + b, acc[4 * j + 2 * h + 1] + b);
-        } else {
-#pragma unroll
-            for (int j0 = 0; j0 < BN / 8; j0 += 8) {
-                float lo[8], hi[8];
-                uint32_t wv[8];
-#pragma unroll
-                for (int q = 0; q < 8; q++)
-                    lo[q] = acc[4 * (j0 + q) + 2 * h] + b, hi[q] = acc[4 * (j0 + q) + 2 * h + 1] + b;
-                round_pairs<YD, 8>(lo, hi, wv);
-#pragma unroll
-                for (int q = 0; q < 8; q++)
-                    *(uint32_t *)(buf + tile_at_byte<true, BM>(r, (8 * (j0 + q) + c0) * 2, 0)) = wv[q];
-            }
-        }
-    }
-}
 #endif
 
 /* The kernel: K 0 (bf16) or 1 (f16), tiles 128 x BN. */
@@ -226,7 +189,7 @@ cf_gemm_kernel(const __grid_constant__ cf_args A, const char *__restrict__ bias,
     auto wg_sync = [wg] { asm volatile("bar.sync %0, 128;" ::"r"(1 + wg) : "memory"); };
     int s = 0, yb = 0;
     uint32_t ph = 0;
-    float acc[BN / 2];
+    float acc[1][BN / 2];
     for (int64_t t = first; t < last; t += step) {
         int o0, p0, g, n;
         tile_of(t, o0, p0, g, n);
@@ -236,16 +199,16 @@ cf_gemm_kernel(const __grid_constant__ cf_args A, const char *__restrict__ bias,
             b1 = xconv_cuda_bias_at<float>(p, bias, o0 + r0 + 8, g);
         }
 #pragma unroll
-        for (int i = 0; i < BN / 2; i++) acc[i] = 0.0f;
+        for (int i = 0; i < BN / 2; i++) acc[0][i] = 0.0f;
         int held = -1; /* the slot an unfinished wgmma group still reads */
         for (int kb = 0; kb < A.kt; kb++) {
             mbar_wait(full + 8 * s, ph);
             const uint32_t sa = sbase + s * STAGE_BYTES;
-            const uint64_t da = tile_desc(sa + wg * 64 * BKB), db = bn_desc(sa + A_BYTES, A.b_lbo, A.b_sbo);
+            const uint64_t da = tile_desc(sa + wg * 64 * BKB), db = bn_desc(sa + A_BYTES);
             asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
             for (int ks = 0; ks < BK / 16; ks++) /* 32 bytes of A's rows, 16 rows of B a step */
-                xconv_wgmma::mma_op<4 + K, BN>::run(acc, da + 2 * ks, db + (uint64_t)(ks * 16 * BKB >> 4));
+                xconv_wgmma::mma_op<4 + K, BN>::run(acc[0], da + 2 * ks, db + (uint64_t)(ks * 16 * BKB >> 4));
             asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
             asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
             if (held >= 0 && lead) mbar_arrive(empty + 8 * held);
@@ -253,9 +216,13 @@ cf_gemm_kernel(const __grid_constant__ cf_args A, const char *__restrict__ bias,
             if (++s == nst) s = 0, ph ^= 1;
         }
         asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-#pragma unroll
-        for (int i = 0; i < BN / 2; i++) asm volatile("" : "+f"(acc[i])::"memory");
+        acc_fence<1, BN>(acc);
         if (held >= 0 && lead) mbar_arrive(empty + 8 * held);
+        /* the rows' bias (the accumulators' rows are output channels: d[4j + 2h + e] is row
+         * r0 + 8h), added before tile_store rounds each sum once */
+        if (bias)
+#pragma unroll
+            for (int i = 0; i < BN / 2; i++) acc[0][i] += (i >> 1) & 1 ? b1 : b0;
 
         unsigned char *buf = ybufs + yb * A.ybuf;
         /* the store from this buffer has read it: with two, the one two tiles back (the
@@ -265,11 +232,15 @@ cf_gemm_kernel(const __grid_constant__ cf_args A, const char *__restrict__ bias,
             else bulk_wait_read();
         }
         wg_sync();
+        /* the warpgroup's 64 rows into the y buffer's 128-byte boxes (the swizzled layout the
+         * TMA store reads), as the wgmma kernel's epilogue fills its tiles */
+        const float *no_bias = nullptr;
+        const int c0 = 2 * (lane & 3);
         switch (p.y_dtype) {
-        case XCONV_DTYPE_BF16: fill_rows<XCONV_DTYPE_BF16, BN>(acc, b0, b1, buf, r0, lane); break;
-        case XCONV_DTYPE_F16: fill_rows<XCONV_DTYPE_F16, BN>(acc, b0, b1, buf, r0, lane); break;
+        case XCONV_DTYPE_BF16: tile_store<XCONV_DTYPE_BF16, BN, true, BM>(acc[0], no_bias, false, buf, 0, r0, c0); break;
+        case XCONV_DTYPE_F16: tile_store<XCONV_DTYPE_F16, BN, true, BM>(acc[0], no_bias, false, buf, 0, r0, c0); break;
         default:
-            if constexpr (BN == 128) fill_rows<XCONV_DTYPE_F32, BN>(acc, b0, b1, buf, r0, lane);
+            if constexpr (BN == 128) tile_store<XCONV_DTYPE_F32, BN, true, BM>(acc[0], no_bias, false, buf, 0, r0, c0);
             break; /* (f32 y runs 128-wide tiles) */
         }
         const int rows = (int)(p.cout_g - o0 - 64 * wg < 64 ? p.cout_g - o0 - 64 * wg : 64);
@@ -372,8 +343,10 @@ bool cf_supports(const xconv_canon *p, const char **why_not)
         p->groups >= (1ll << 31) || p->n >= (1ll << 31) || p->x_sn * es >= (1ll << 40) ||
         p->y_sn * es >= (1ll << 40))
         return *why_not = "cuda.cf_gemm: too large for its tensor maps", false;
-    if (plan_of(p).copy_x && p->cin * P >= (1ll << 31))
-        return *why_not = "cuda.cf_gemm: an image too large for its padded copy of x", false;
+    const cf_plan l = plan_of(p); /* (the copies index a block of rows in 32 bits) */
+    if ((l.copy_x && p->cin * l.xp >= (1ll << 31)) || (l.copy_w && p->cout_g * l.wp >= (1ll << 31)))
+        return *why_not = "cuda.cf_gemm: an image of x or a group of w too large for its padded copy",
+               false;
     if (xconv__cuda_device_cc(p->device_index) != 90)
         return *why_not = "cuda.cf_gemm needs a gpu of compute capability 9.0 (sm_90a)", false;
     return true;
@@ -407,43 +380,6 @@ double cf_cost(const xconv_canon *p)
     return 0.009 * p->flops * pad + 1.5 * 2.0 * (double)(l.x_bytes + l.w_bytes) + 3e4;
 }
 
-typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
-                                    const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
-                                    const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                    CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-encode_tiled_fn encoder()
-{
-    static encode_tiled_fn enc = [] {
-        void *f = nullptr;
-        cudaDriverEntryPointQueryResult q;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
-                                             &q) != cudaSuccess ||
-            q != cudaDriverEntryPointSuccess)
-            f = nullptr;
-        (void)cudaGetLastError();
-        return (encode_tiled_fn)f;
-    }();
-    return enc;
-}
-
-/* A tiled map of rank r over 16-bit (es 2) or 32-bit elements at base: dims innermost first,
- * byte strides of dims 1 .., box, 128-byte swizzle. False where the driver refuses (strides
- * not multiples of 16, base not 16-byte aligned) or has no encoder. */
-bool make_map(CUtensorMap *map, int es, int r, const void *base, const cuuint64_t *dims,
-              const cuuint64_t *strides, const cuuint32_t *box)
-{
-    encode_tiled_fn enc = encoder();
-    if (!enc || (uintptr_t)base % 16) return false;
-    for (int i = 0; i < r - 1; i++)
-        if (strides[i] % 16 || strides[i] >= (1ull << 40)) return false;
-    const cuuint32_t estr[4] = {1, 1, 1, 1};
-    return enc(map, es == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT32,
-               (cuuint32_t)r, (void *)base, dims, strides, box, estr,
-               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
 /* Unit u of `units` (rows of `upr` units of T): row r = u / upr of the rows, its source at
  * (r / rows) * ostride + (r % rows) * spitch, its destination at r * dpitch (bytes); a thread
  * per unit, so a warp's loads and stores run on across row ends (a warp per row of 392 bytes
@@ -463,7 +399,7 @@ __global__ void pad_rows(char *dst, int64_t dpitch, const char *src, int64_t spi
 /* Rows of `width` bytes, `rows` of them at pitch spitch and `outer` blocks of them at ostride
  * bytes, into dst at dpitch, block after block, in the widest units (16, 8, 4 or 2 bytes)
  * that every offset allows. (cudaMemcpy2DAsync, one call per block of rows, ran
- * rn50_1x1_1024's copy 8x slower.) Blocks of rows of 2^31 units or more go one by one. */
+ * rn50_1x1_1024's copy 8x slower.) */
 void copy_rows(char *dst, int64_t dpitch, const char *src, int64_t spitch, int64_t width,
                int64_t rows, int64_t outer, int64_t ostride, cudaStream_t st)
 {
@@ -473,8 +409,8 @@ void copy_rows(char *dst, int64_t dpitch, const char *src, int64_t spitch, int64
                           (uint64_t)(dpitch | spitch | ostride | width);
     const int64_t unit = bits % 16 == 0 ? 16 : bits % 8 == 0 ? 8 : bits % 4 == 0 ? 4 : 2;
     const int64_t upr = width / unit, per_block = rows * upr;
-    /* (a block of rows is below 2^31 units: cf_supports leaves larger images of x out) */
-    const int64_t step = per_block >= ((int64_t)1 << 31) ? 1 : (((int64_t)1 << 31) - 1) / per_block;
+    /* launches of as many blocks of rows as keep the units below 2^31 (a block is: cf_supports) */
+    const int64_t step = (((int64_t)1 << 31) - 1) / per_block;
     for (int64_t b0 = 0; b0 < outer; b0 += step) { /* (one launch unless x is huge) */
         const int64_t nb = outer - b0 < step ? outer - b0 : step;
         const uint32_t units = (uint32_t)(nb * per_block);
@@ -526,9 +462,10 @@ xconv_status cf_run(const xconv_exec *e, xconv_error *err)
     const cuuint64_t ys[3] = {(cuuint64_t)(p->y_sc * yes), (cuuint64_t)(p->cout_g * p->y_sc * yes),
                               (cuuint64_t)((p->n > 1 ? p->y_sn : p->groups * p->cout_g * p->y_sc) * yes)};
     const cuuint32_t yb[4] = {(cuuint32_t)(BKB / yes), 64, 1, 1};
-    const bool maps = make_map(&A.a, 2, 3, wv, wd, wsd, wb) && make_map(&A.b, 2, 4, xv, xd, xs, xb);
+    const bool maps = xconv__cuda_map_tiled(&A.a, 2, 3, wv, wd, wsd, wb) &&
+                      xconv__cuda_map_tiled(&A.b, 2, 4, xv, xd, xs, xb);
     if (!maps) return xconv__cuda_generic_run(e, err); /* an unaligned view: no TMA */
-    A.y_map = make_map(&A.y, (int)yes, 4, (const char *)e->y + p->y_off * yes, yd, ys, yb);
+    A.y_map = xconv__cuda_map_tiled(&A.y, (int)yes, 4, (const char *)e->y + p->y_off * yes, yd, ys, yb);
 
     const int BN = pick_bn(p), STAGE_BYTES = BN == 256 ? stage_bytes<256>() : stage_bytes<128>();
     A.kt = (int)((p->cin_g + BK - 1) / BK);
@@ -538,9 +475,6 @@ xconv_status cf_run(const xconv_exec *e, xconv_error *err)
     A.ybuf = BM * BN * (int)yes;
     A.y_es = (int)yes;
     A.P = P;
-    A.b_lbo = B_BOX >> 4, A.b_sbo = 1024 >> 4;
-    if (const char *v = getenv("XCONV_CFGEMM_DESC")) /* measuring knob: the offsets swapped */
-        if (v[0] == '1') A.b_lbo = 1024 >> 4, A.b_sbo = B_BOX >> 4;
     int64_t blocks = xconv__cuda_device_sms(p->device_index);
     if (const char *v = getenv("XCONV_CFGEMM_BLOCKS"))
         if (atoi(v) > 0 && atoi(v) < blocks) blocks = atoi(v);

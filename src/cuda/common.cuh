@@ -95,6 +95,10 @@ bool xconv__cuda_map_w(const xconv_canon *p, const xconv_exec *e, int bn, CUtens
 bool xconv__cuda_map_y(const xconv_canon *p, const xconv_exec *e, int bm, int bn, CUtensorMap *map);
 bool xconv__cuda_map_x_im2col(const xconv_canon *p, const xconv_exec *e, int bm, CUtensorMap *map,
                               int *rank, int *flip, xconv_canon *q);
+/* A plain tiled map (rank <= 5, 1-, 2- or 4-byte elements, 128-byte swizzle) for engines that
+ * describe their own views: false where the driver refuses or has no encoder. */
+bool xconv__cuda_map_tiled(CUtensorMap *map, int es, int rank, const void *base,
+                           const cuuint64_t *dims, const cuuint64_t *strides, const cuuint32_t *box);
 
 /* The number of multiprocessors of a device, at least 1. */
 int xconv__cuda_device_sms(int device);

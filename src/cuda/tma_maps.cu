@@ -38,6 +38,26 @@ void *driver_fn(const char *name)
 
 } /* namespace */
 
+/* A plain tiled map of rank r (<= 5) over elements of es bytes (1, 2 or 4) at base: dims
+ * innermost first, byte strides of dims 1 .., box, 128-byte swizzle, zero fill outside. False
+ * where the driver has no encoder or refuses (strides not multiples of 16, base not 16-byte
+ * aligned). cuda.cf_gemm's maps of w, x and y. */
+bool xconv__cuda_map_tiled(CUtensorMap *map, int es, int r, const void *base, const cuuint64_t *dims,
+                           const cuuint64_t *strides, const cuuint32_t *box)
+{
+    static encode_tiled_fn enc = (encode_tiled_fn)driver_fn("cuTensorMapEncodeTiled");
+    if (!enc || r < 1 || r > 5 || (uintptr_t)base % 16) return false;
+    for (int i = 0; i < r - 1; i++)
+        if (strides[i] % 16 || strides[i] >= (1ull << 40)) return false;
+    const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
+    const CUtensorMapDataType dt = es == 1   ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                   : es == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16
+                                             : CU_TENSOR_MAP_DATA_TYPE_UINT32;
+    return enc(map, dt, (cuuint32_t)r, (void *)base, dims, strides, box, estr,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 /* The TMA view of w for the B tiles: dims (channel, k2, k1, k0, output channel of every
  * group), box 128 bytes x 1 x 1 x 1 x BN. False (cp.async loads B) when the driver's encoder
  * is missing or refuses, a stride is not positive, or the groups' rows are not one run of
