@@ -9,6 +9,10 @@
  *     asymmetric padding, groups, kernel rows merged into one run (padding in outer dims
  *     only), a reduction longer than one block of weights, output channels around the
  *     64-wide panel, position counts around the 6-row tile;
+ *   - positions laid out as boxes of equal taps (the interior, edges and corners of a padded
+ *     kernel, each tiled on its own): several images, two edge ranges a side, 3-D, rows
+ *     reading only padding, dilation with stride, groups, and a kernel with too many ranges
+ *     for boxes;
  *   - f32, f64, bf16 (y bf16 and f32), f16, i8 (y i8 and i32), u8 -> u32, i32, u64, c64 and
  *     c128 (the skip runs where x is read in place: channels-last x of the compute type;
  *     the other dtypes and layouts take the zero-padded buffer and must still match);
@@ -55,6 +59,23 @@ static const table_case CASES[] = {
      CV, 2, 1, 300, 7, 1, {4, 4}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}},
     {"2x2 pad 1:0 over 6x6, 130 outputs",
      CV, 2, 1, 16, 130, 1, {6, 6}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0}},
+    /* boxes of equal taps (interior, edges, corners), each tiled on its own */
+    {"boxes: 3x3 pad 1 over 14x14, 3 images (edges of 12 and 36 positions)",
+     CV, 2, 3, 16, 20, 1, {14, 14}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}},
+    {"boxes: 7x7 stride 2 pad 3 over 15x15 (two edge ranges a side)",
+     CV, 2, 2, 16, 9, 1, {15, 15}, {7, 7}, {2, 2}, {1, 1}, {3, 3}, {3, 3}, {0}},
+    {"boxes: 3x3x3 pad 1 over 4x6x6, 2 images (27 boxes)",
+     CV, 3, 2, 16, 70, 1, {4, 6, 6}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0}},
+    {"boxes: 5x3 pad 2:0 and 1:3 over 9x8 (asymmetric, rows reading only padding)",
+     CV, 2, 1, 16, 33, 1, {9, 8}, {5, 3}, {1, 1}, {1, 1}, {2, 1}, {0, 3}, {0}},
+    {"boxes: 3x3 dilation 3 pad 3 over 8x11, stride 1:2",
+     CV, 2, 2, 16, 7, 1, {8, 11}, {3, 3}, {1, 2}, {3, 3}, {3, 3}, {3, 3}, {0}},
+    {"boxes: 1-D k7 pad 3 over 10, 4 images",
+     CV, 1, 4, 16, 65, 1, {10}, {7}, {1}, {1}, {3}, {3}, {0}},
+    {"boxes: 3x3 pad 1 over 7x7, groups 2, 200 channels a group",
+     CV, 2, 1, 400, 130, 2, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}},
+    {"boxes: 9 ranges a dim (k17 pad 8 over 12x12): too many, one box",
+     CV, 2, 1, 16, 5, 1, {12, 12}, {17, 17}, {1, 1}, {1, 1}, {8, 8}, {8, 8}, {0}},
 };
 /* clang-format on */
 #define NCASES ((int)(sizeof CASES / sizeof CASES[0]))

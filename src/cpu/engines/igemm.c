@@ -338,7 +338,9 @@ static void set_source(ig_task *t)
  * arithmetic). Offsets are in elements; xb is formed in wrapping unsigned arithmetic since
  * positions whose taps reach into the padding may lie far outside x. */
 typedef struct ig_cursor {
-    int64_t  first;      /* the position index (n, j0, j1, j2) describe; -1: none */
+    int      b;          /* the box (t->box) that holds it */
+    int64_t  first;      /* the position (of the chunk's sequence) (n, j0, j1, j2) describe;
+                          * -1: none */
     int64_t  n, j0, j1, j2;
     uint64_t xb;         /* x (chunk-relative source) element of tap 0, channel 0 */
     int64_t  yb;         /* y element of output channel 0 */
@@ -378,27 +380,39 @@ static void cursor_bases(const ig_task *t, ig_cursor *c)
 static void cursor_seek(const ig_task *t, ig_cursor *c, int64_t first)
 {
     const xconv_canon *p = t->e->p;
-    const int64_t Y1 = p->y_size[1], Y2 = p->y_size[2];
+    int b = t->nbox - 1;
+    while (b > 0 && first < t->box[b].pos0) b--;
+    const ig_box *bx = &t->box[b];
+    const int64_t w0 = bx->hi[0] - bx->lo[0], w1 = bx->hi[1] - bx->lo[1], w2 = bx->hi[2] - bx->lo[2];
+    const int64_t i = first - bx->pos0;
+    c->b = b;
     c->first = first;
-    c->n = first / (p->y_size[0] * Y1 * Y2);
-    c->j0 = first / (Y1 * Y2) % p->y_size[0];
-    c->j1 = first / Y2 % Y1;
-    c->j2 = first % Y2;
+    c->n = i / (w0 * w1 * w2);
+    c->j0 = bx->lo[0] + i / (w1 * w2) % w0;
+    c->j1 = bx->lo[1] + i / w2 % w1;
+    c->j2 = bx->lo[2] + i % w2;
     c->dx = (uint64_t)p->stride[2] * (uint64_t)t->src_ss[2];
     cursor_bases(t, c);
 }
 
+/* The next position of the sequence: the next one of the box in raster order, or the first
+ * of the next box. */
 static inline void cursor_step(const ig_task *t, ig_cursor *c)
 {
     const xconv_canon *p = t->e->p;
+    const ig_box *bx = &t->box[c->b];
     c->first++;
-    if (++c->j2 < p->y_size[2]) {
+    if (++c->j2 < bx->hi[2]) {
         c->xb += c->dx;
         c->yb += p->y_ss[2];
         return;
     }
-    c->j2 = 0;
-    if (++c->j1 == p->y_size[1] && (c->j1 = 0, ++c->j0 == p->y_size[0])) c->j0 = 0, c->n++;
+    if (c->first == bx->pos0 + bx->count) {
+        if (c->b + 1 < t->nbox) cursor_seek(t, c, c->first);
+        return;
+    }
+    c->j2 = bx->lo[2];
+    if (++c->j1 == bx->hi[1] && (c->j1 = bx->lo[1], ++c->j0 == bx->hi[0])) c->j0 = bx->lo[0], c->n++;
     cursor_bases(t, c);
 }
 
@@ -438,7 +452,11 @@ static int64_t conv_tile(const ig_task *t, int64_t g, int64_t tile, const ig_run
     const xconv_canon *p = t->e->p;
     const ig_geom *q = t->q;
     const int mr = q->g->mr;
-    const int64_t total = t->nb * xconv__prod3(p->y_size), first = tile * mr;
+    /* the interior's tiles stop at its end; the others run on across the boxes after it */
+    const ig_box *last = &t->box[t->nbox - 1];
+    const bool inner = tile < t->inner_tiles;
+    const int64_t first = inner ? tile * mr : t->box[0].count * (t->inner_tiles > 0) + (tile - t->inner_tiles) * mr;
+    const int64_t total = inner ? t->box[0].count : last->pos0 + last->count;
     const char *zero = (const char *)t->e->workspace + q->zero;
     if (cur->first != first) cursor_seek(t, cur, first);
     uint64_t xb[8];
@@ -853,7 +871,7 @@ static xconv_status ig_run(const xconv_exec *e, xconv_error *err)
         set_source(&t);
         plain_steps(&t);
         if (p->op == XCONV_OP_CONV) {
-            t.tiles = (t.nb * xconv__prod3(p->y_size) + q.g->mr - 1) / q.g->mr;
+            t.tiles = xconv__igemm_conv_boxes(&t);
         } else {
             /* phases past Y2 are empty: a stride longer than the output adds no tiles */
             const int64_t phases = p->stride[2] < p->y_size[2] ? p->stride[2] : p->y_size[2];

@@ -66,6 +66,16 @@ double xconv__igemm_budget(const xconv_canon *p);
 
 static inline size_t xconv__align64(size_t v) { return (v + 63) & ~(size_t)63; }
 
+/* A box of conv's output positions: every image of the chunk, and j_i in [lo[i], hi[i]) per
+ * spatial dim, walked in raster order; its positions are numbers pos0 .. pos0 + count - 1 of
+ * the chunk's sequence of positions (the boxes in order). */
+typedef struct ig_box {
+    int64_t lo[3], hi[3];
+    int64_t pos0, count;
+} ig_box;
+
+#define IG_MAX_BOXES 64
+
 typedef struct ig_task {
     const xconv_exec *e;
     const ig_geom    *q;
@@ -90,7 +100,20 @@ typedef struct ig_task {
      * the chunk's positions: the steps, in src elements and y elements; 0: tile by tile */
     int64_t           plain_a, plain_y;
     bool              skip_taps;  /* q->skip, and these weights and bias allow it */
+    /* conv's positions (igemm_boxes.c): one box, the whole output in raster order, or the
+     * boxes of positions that read the same taps (a padded 3x3 conv: interior, edges and
+     * corners). Tiles take mr positions of the sequence each; the first inner_tiles tiles
+     * cover box 0 alone (the interior) and stop at its end, the others run on across the
+     * remaining boxes. */
+    int               nbox;
+    ig_box            box[IG_MAX_BOXES];
+    int64_t           inner_tiles;
 } ig_task;
+
+/* Lays out the chunk's conv positions as t->box (t->nbox, t->inner_tiles) and returns the
+ * number of tiles: boxes of equal taps where t->skip_taps holds and they save enough of the
+ * work, else one box. */
+int64_t xconv__igemm_conv_boxes(ig_task *t);
 
 /* cpu.igemm's engine row: cpu.winograd scales its cost. */
 extern const xconv_engine xconv__engine_cpu_igemm;
