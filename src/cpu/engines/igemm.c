@@ -26,7 +26,9 @@
  * A conv whose padding is not materialized leaves out of each tile's calls the runs that lie
  * in the padding for all of its positions (the top and bottom output rows' kernel rows) when
  * the terms left out are exact zeros that change no sum: finite weights (flagged while they
- * are packed) and no bias of -0.
+ * are packed) and no bias of -0. Where that pays, the tiles take their positions box by box
+ * (igemm_boxes.c: the interior, then the edges and corners), so that a tile's positions
+ * share their taps in the padding.
  *
  * Shapes: positions tile by mr (within one stride phase of one output row for the transpose),
  * output channels by nr within a group. Work units (a block of tiles of one group and panel)
