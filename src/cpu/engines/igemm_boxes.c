@@ -158,12 +158,13 @@ int64_t xconv__igemm_conv_boxes(ig_task *t)
     int64_t tiles = one_box(t, all, mr);
     if (!t->skip_taps || p->op != XCONV_OP_CONV) return tiles;
     layout L = {.p = p, .taps = xconv__prod3(p->k_size)};
+    /* the ranges and both estimates look at every output index and tile: bounded work per
+     * execute, and none where even leaving out every tap in the padding would not pay
+     * (rn50_3x3_64 at 56x56: 2.4%) */
+    if ((double)all * (double)L.taps * 2.0 > IG_SIM_BUDGET) return tiles;
     for (int i = 0; i < 3; i++)
         if (!(L.nr[i] = dim_ranges(p, i, L.r[i]))) return tiles;
     if (L.nr[0] * L.nr[1] * L.nr[2] > IG_MAX_BOXES || L.nr[0] * L.nr[1] * L.nr[2] == 1) return tiles;
-    /* both estimates look at every tile's classes: bounded work per execute, and none where
-     * even leaving out every tap in the padding would not pay (rn50_3x3_64 at 56x56: 2.4%) */
-    if ((double)all * (double)L.taps * 2.0 > IG_SIM_BUDGET) return tiles;
     double padding = 0.0; /* (position, tap) pairs in the padding, as a fraction */
     for (int a = 0; a < L.nr[0]; a++)
         for (int b = 0; b < L.nr[1]; b++)
