@@ -40,7 +40,7 @@ static int dim_ranges(const xconv_canon *p, int i, tap_range *r)
     int n = 0;
     for (int64_t j = 0; j < p->y_size[i]; j++) {
         const int64_t b = j * p->stride[i] - p->pad_lo[i]; /* where tap 0 reads x */
-        int64_t kmin = b >= 0 ? 0 : (-b + dil - 1) / dil;
+        int64_t kmin = b >= 0 ? 0 : -b / dil + (-b % dil != 0); /* no -b + dil - 1: dil may be huge */
         int64_t kmax = b >= X ? -1 : (X - 1 - b) / dil;
         if (kmax > K - 1) kmax = K - 1;
         if (kmin > kmax) kmin = 0, kmax = -1;
