@@ -102,7 +102,6 @@ typedef struct seq {
     const layout *L;
     const ig_box *box; /* NULL: raster order over the whole output */
     int           nbox;
-    int64_t       nb;
 } seq;
 
 /* The class (range per dim) of position i of s. */
@@ -211,7 +210,7 @@ int64_t xconv__igemm_conv_boxes(ig_task *t)
 #undef ADD_BOX
     const int64_t inner_count = has_inner ? box[0].count : 0;
     const int64_t inner_tiles = (inner_count + mr - 1) / mr;
-    const seq raster = {&L, NULL, 0, t->nb}, boxes = {&L, box, n, t->nb};
+    const seq raster = {&L, NULL, 0}, boxes = {&L, box, n};
     const double cost = seq_cost(&boxes, 0, inner_count, mr) + seq_cost(&boxes, inner_count, all, mr);
     if (cost > IG_BOX_GAIN * seq_cost(&raster, 0, all, mr)) return tiles;
     memcpy(t->box, box, sizeof(ig_box) * (size_t)n);
