@@ -19,6 +19,7 @@
  * The machine may lack VNNI: the same problems then run the u32 kernels and still must match.
  */
 #include "common/engine_check.h"
+#include "cpu/engines/igemm.h"
 #include "cpu/ukernels/igemm.h"
 
 static xconv_context *CTX[4]; /* CTX[t]: t threads */
@@ -72,6 +73,8 @@ static const xconv_dtype PAIRS[][2] = {
 
 int main(void)
 {
+    /* the cases are sized for reductions over several blocks of 64 KiB of weights */
+    xconv__igemm_set_block_bytes(64 << 10);
     for (int t = 1; t <= 3; t++) {
         xconv_context_options o = {.threads = t};
         xconv_context_create(&o, &CTX[t], NULL);

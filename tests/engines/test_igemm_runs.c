@@ -21,6 +21,7 @@
  * Integers are exact; floats within engine_check.h's tolerance of sum|x*w|.
  */
 #include "common/engine_check.h"
+#include "cpu/engines/igemm.h"
 
 static xconv_context *CTX[4]; /* CTX[t]: t threads */
 
@@ -101,6 +102,8 @@ static xconv_tensor view_of(int view, xconv_dtype dt, int rank, const int64_t *s
 
 int main(void)
 {
+    /* the cases are sized for reductions over several blocks of 64 KiB of weights */
+    xconv__igemm_set_block_bytes(64 << 10);
     for (int t = 1; t <= 3; t++) {
         xconv_context_options o = {.threads = t};
         xconv_context_create(&o, &CTX[t], NULL);

@@ -26,6 +26,7 @@
  * Integers are exact; floats within engine_check.h's tolerance of sum|x*w|.
  */
 #include "common/engine_check.h"
+#include "cpu/engines/igemm.h"
 
 static xconv_context *CTX[4]; /* CTX[t]: t threads */
 
@@ -57,6 +58,8 @@ static const table_case CASES[] = {
      CV, 2, 1, 16, 64, 1, {9, 9}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {0}},
     {"3x3 pad 1, 300 channels: runs over several blocks of weights",
      CV, 2, 1, 300, 7, 1, {4, 4}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}},
+    {"3x3 pad 1, 60 channels: 9 runs in even blocks (3 of 3 in f32, not 4 + 4 + 1)",
+     CV, 2, 1, 60, 20, 1, {5, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}},
     {"2x2 pad 1:0 over 6x6, 130 outputs",
      CV, 2, 1, 16, 130, 1, {6, 6}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0}},
     /* boxes of equal taps (interior, edges, corners), each tiled on its own */
@@ -92,6 +95,8 @@ static const xconv_dtype PAIRS[][2] = {
 
 int main(void)
 {
+    /* the cases are sized for reductions over several blocks of 64 KiB of weights */
+    xconv__igemm_set_block_bytes(64 << 10);
     for (int t = 1; t <= 3; t++) {
         xconv_context_options o = {.threads = t};
         xconv_context_create(&o, &CTX[t], NULL);

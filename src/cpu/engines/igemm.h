@@ -32,6 +32,7 @@ typedef struct ig_geom {
     int64_t max_runs;    /* pointer-array rows per tile */
     int64_t group;       /* tiles processed together per reduction block */
     int64_t kc;          /* reduction values per block (whole runs, or part of one) */
+    int64_t rb;          /* conv and transpose runs per block, when a run fits one (len <= kc) */
     size_t  row_bytes;   /* one row of C, init or bias: nr compute-type values */
     bool    vnni;        /* 8-bit x through the AVX512-VNNI byte kernels */
     bool    x_unsigned;  /* vnni: x' is the unsigned operand (i8 x) */
@@ -63,6 +64,11 @@ typedef struct ig_geom {
 /* The workspace a CPU plan may use (cpu.igemm's and cpu.amx's): max(the floor, 16 MiB
  * unless a test lowers it, 10% of the bytes of x, w and y). */
 double xconv__igemm_budget(const xconv_canon *p);
+
+/* Tests only: the packed weights' bytes per reduction block (0: half of L2, the default),
+ * so that small problems still run their reductions over several blocks. Set it before
+ * any plan is made: plans made under another size keep their workspace sizes. */
+void xconv__igemm_set_block_bytes(size_t bytes);
 
 static inline size_t xconv__align64(size_t v) { return (v + 63) & ~(size_t)63; }
 
