@@ -421,8 +421,10 @@ int main(void)
     const char *isas[] = {"generic", "avx2", "avx512"};
     int variants = 0;
     for (int ct = 0; ct < XCONV_CT_COUNT; ct++) {
-        for (int v = 0; v < 3; v++) {
-            const xconv_igemm_geom *g = xconv__igemm_geom_isa((xconv_ctype)ct, isas[v]);
+        /* the three ISA variants, then the narrow block for groups of few channels */
+        for (int v = 0; v < 4; v++) {
+            const xconv_igemm_geom *g = v < 3 ? xconv__igemm_geom_isa((xconv_ctype)ct, isas[v])
+                                              : xconv__igemm_geom_narrow((xconv_ctype)ct);
             if (!g) continue;
             variants++;
             const int64_t lens[] = {1, 2, 7, 33}, tapss[] = {0, 1, 3};

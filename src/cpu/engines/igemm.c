@@ -161,6 +161,8 @@ static ig_geom ig_geom_of(const xconv_canon *p)
     ig_geom q;
     memset(&q, 0, sizeof q);
     q.g = xconv__igemm_geom(p->ct);
+    const xconv_igemm_geom *narrow = xconv__igemm_geom_narrow(p->ct);
+    if (q.g && narrow && p->cout_g <= narrow->nr) q.g = narrow;
     const size_t cs = xconv__ctype_size(p->ct);
     const bool tr = p->op == XCONV_OP_CONV_TRANSPOSE;
     /* 8-bit x with a y of at most 32 bits (u32 compute type): VNNI byte kernels. The x'

@@ -92,6 +92,15 @@
 XI_TYPES(XI_WRAPPERS_GENERIC)
 #if XI_X86
 XI_TYPES(XI_WRAPPERS_X86)
+/* The narrow AVX-512 block (real types): 6 rows x 2 zmm, for groups of at most half the wide
+ * block's channels, which would leave half of its accumulators on zeros (a 3->32-channel
+ * stem ran at 0.44x oneDNN). */
+#define XI_TARGET_avx512n          XCONV_TARGET_AVX512
+#define XI_BLOCK_avx512n_real      6, 2, 64
+#define XI_NARROW_WRAP_real(t)     XI_WRAP(t, avx512n, XI_BLOCK_avx512n_real)
+#define XI_NARROW_WRAP_cplx(t)
+#define XI_WRAPPERS_NARROW(CT, t, rt, ncomp, kind) XI_NARROW_WRAP_##kind(t)
+XI_TYPES(XI_WRAPPERS_NARROW)
 #endif
 
 enum { ISA_GENERIC, ISA_AVX2, ISA_AVX512, ISA_COUNT };
@@ -113,6 +122,18 @@ static const char *const ISA_NAMES[ISA_COUNT] = {"generic", "avx2", "avx512"};
 
 static const xconv_igemm_geom GEOMS[XCONV_CT_COUNT][ISA_COUNT] = {XI_TYPES(XI_ROW)};
 #undef XI_ROW
+
+#if XI_X86
+/* (named "avx512": the same ISA and rate as the wide block, to the engines) */
+#define XI_NGEOM(CT, t, rt, ncomp, mr, nv, vb) \
+    {CT, "avx512", mr, (nv) * (int)((vb) / sizeof(rt)), ncomp, igemm_avx512n_##t, NULL, igemm_avx512n_##t##_gemm}
+#define XI_NGEOM_(CT, t, rt, ncomp, block) XI_NGEOM(CT, t, rt, ncomp, block)
+#define XI_NROW_real(CT, t, rt, ncomp) [CT] = XI_NGEOM_(CT, t, rt, ncomp, XI_BLOCK_avx512n_real),
+#define XI_NROW_cplx(CT, t, rt, ncomp)
+#define XI_NROW(CT, t, rt, ncomp, kind) XI_NROW_##kind(CT, t, rt, ncomp)
+static const xconv_igemm_geom NARROW[XCONV_CT_COUNT] = {XI_TYPES(XI_NROW)};
+#undef XI_NROW
+#endif
 
 static bool isa_runs(int isa)
 {
@@ -137,5 +158,16 @@ const xconv_igemm_geom *xconv__igemm_geom(xconv_ctype ct)
     if (ct >= XCONV_CT_COUNT) return NULL;
     for (int i = ISA_COUNT - 1; i >= 0; i--)
         if (isa_runs(i) && GEOMS[ct][i].kernel) return &GEOMS[ct][i];
+    return NULL;
+}
+
+const xconv_igemm_geom *xconv__igemm_geom_narrow(xconv_ctype ct)
+{
+#if XI_X86
+    const xconv_igemm_geom *best = xconv__igemm_geom(ct);
+    if (best && best == &GEOMS[ct][ISA_AVX512] && NARROW[ct].kernel) return &NARROW[ct];
+#else
+    (void)ct;
+#endif
     return NULL;
 }

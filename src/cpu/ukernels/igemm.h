@@ -83,6 +83,10 @@ typedef struct xconv_igemm_geom {
 /* The fastest kernel for ct that this CPU runs (chosen once). */
 const xconv_igemm_geom *xconv__igemm_geom(xconv_ctype ct);
 
+/* A block of half xconv__igemm_geom(ct)'s columns, where that is the AVX-512 one of a real
+ * type (6 rows x 2 zmm), for groups of few output channels; else NULL. */
+const xconv_igemm_geom *xconv__igemm_geom_narrow(xconv_ctype ct);
+
 /* The kernel variant `isa` for ct, or NULL when this CPU cannot run it (for tests). */
 const xconv_igemm_geom *xconv__igemm_geom_isa(xconv_ctype ct, const char *isa);
 
