@@ -109,7 +109,8 @@ static void ig_layout(ig_geom *q, const xconv_canon *p, size_t img_bytes, size_t
     q->bp = p->prepacked || q->lazy ? 0 : q->blob;
     q->zero = q->bp + xconv__align64(q->row_bytes * (size_t)(p->groups * q->panels));
     q->xbuf = q->zero + xconv__align64(q->a_es * (size_t)q->len);
-    q->slots = q->xbuf + (q->copy ? xconv__align64(img_bytes * (size_t)q->chunk_n) : 0);
+    /* (VNNI runs may read up to 3 bytes past the last one: a run's zero-weight tail) */
+    q->slots = q->xbuf + (q->copy ? xconv__align64(img_bytes * (size_t)q->chunk_n + (q->vnni ? 4 : 0)) : 0);
     /* per thread: the C tiles, then (VNNI transpose) an init row per tile and one spare,
      * then (lazy) one panel of packed weights */
     q->slot_bytes = ptr_bytes(q) + xconv__align64((size_t)(q->group * q->g->mr) * q->row_bytes) +
@@ -186,7 +187,10 @@ static ig_geom ig_geom_of(const xconv_canon *p)
     const bool row_dense = q.copy ? true : p->x_ss[2] == p->cin;
     q.merge = !tr && p->dil[2] == 1 && p->groups == 1 && row_dense &&
               (q.pad_copy || (p->pad_lo[2] == 0 && p->pad_hi[2] == 0));
-    q.cin_r = q.vnni ? (p->cin_g + 3) / 4 * 4 : p->cin_g;
+    /* VNNI sums groups of four bytes: each tap's channels are padded to a multiple of 4,
+     * except in runs of whole kernel rows, which pad only their end (rn50_conv1's rows of
+     * 7 RGB pixels: 24 bytes rather than 28). */
+    q.cin_r = q.vnni && !(q.merge && p->k_size[2] > 1) ? (p->cin_g + 3) / 4 * 4 : p->cin_g;
     /* Kernel rows merge further, into whole kernel planes and then the whole kernel, while
      * the source (x, or the converted buffer: dense, cin_r channels) holds the taps of the
      * next dim out right after the ones merged so far: one run per position when the kernel
@@ -232,6 +236,7 @@ static ig_geom ig_geom_of(const xconv_canon *p)
         else
             q.runs *= p->k_size[i];
     }
+    if (q.vnni) q.len = (q.len + 3) / 4 * 4;
     q.max_runs = xconv__prod3(p->k_size);
     q.y_direct = xconv__same_bits(p->ct, p->y_dtype) && p->y_sc == 1;
     if (!q.g) return q;
@@ -276,7 +281,7 @@ static ig_geom ig_geom_of(const xconv_canon *p)
         q.chunk_n = fit < 1 ? 1 : fit < p->n ? fit : p->n;
     }
     q.wp = 0;
-    q.psum = xconv__align64(q.b_row * (size_t)(p->groups * q.panels * xconv__prod3(p->k_size) * q.cin_r));
+    q.psum = xconv__align64(q.b_row * (size_t)(p->groups * q.panels * q.runs * q.len));
     q.blob = q.psum + (q.vnni ? xconv__align64(sizeof(uint32_t) * (size_t)(q.panels * xconv__prod3(p->k_size) * q.g->nr)) : 0);
     /* Taps in the padding for all of a tile's positions are left out of its calls (the top
      * and bottom output rows of a padded 3x3 conv: a fifth of rn50_3x3_512's work at 7x7) */
@@ -284,7 +289,7 @@ static ig_geom ig_geom_of(const xconv_canon *p)
     q.nonfinite = q.blob;
     if (q.skip) q.blob += 64;
     const size_t threads = (size_t)(p->threads > 0 ? p->threads : 1);
-    q.panel_bytes = xconv__align64(q.b_row * (size_t)(xconv__prod3(p->k_size) * q.cin_r));
+    q.panel_bytes = xconv__align64(q.b_row * (size_t)(q.runs * q.len));
     const double budget = xconv__igemm_budget(p);
     ig_layout(&q, p, img_bytes, threads);
     /* VNNI's weights are bytes and its corrections need every panel: never lazy. Otherwise,
@@ -466,12 +471,11 @@ static bool conv_runs(const ig_task *t, ig_run_entry *rt)
     for (int64_t k0 = 0; k0 < k0n; k0++)
         for (int64_t k1 = 0; k1 < k1n; k1++)
             for (int64_t k2 = 0; k2 < k2n; k2++, r++) {
-                const int64_t k = (k0 * p->k_size[1] + k1) * p->k_size[2] + k2;
                 rt[r].d0 = k0 * p->dil[0], rt[r].d1 = k1 * p->dil[1], rt[r].d2 = k2 * p->dil[2];
                 rt[r].off = (uint64_t)rt[r].d0 * (uint64_t)t->src_ss[0] +
                             (uint64_t)rt[r].d1 * (uint64_t)t->src_ss[1] +
                             (uint64_t)rt[r].d2 * (uint64_t)t->src_ss[2];
-                rt[r].w = q->b_row * (size_t)(k * q->cin_r);
+                rt[r].w = q->b_row * (size_t)(r * q->len);
             }
     bool padded = false;
     for (int i = 0; i < 3; i++) padded |= p->pad_lo[i] || p->pad_hi[i];
@@ -732,7 +736,7 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
         const int64_t count = t->tiles * (blk + 1) / t->blocks - tile0;
         const int64_t panel = gp % q->panels, g = gp / q->panels;
         const char *wpanel = t->blob + q->wp +
-                             q->b_row * (size_t)(gp * xconv__prod3(p->k_size) * q->cin_r);
+                             q->b_row * (size_t)(gp * q->runs * q->len);
         if (q->lazy) {
             /* this thread's copy of panel gp, packed when the thread reaches it */
             char *own = scratch + q->panel_off;
@@ -923,7 +927,7 @@ static xconv_status ig_run(const xconv_exec *e, xconv_error *err)
          * tile-major units split the positions instead, so that each thread reads mostly its
          * own part of x and y. */
         const double w_bytes =
-            (double)q.b_row * (double)(p->groups * q.panels * xconv__prod3(p->k_size) * q.cin_r);
+            (double)q.b_row * (double)(p->groups * q.panels * q.runs * q.len);
         const double x_bytes = (double)q.a_es * (double)(t.nb * xconv__prod3(p->x_size) * p->cin);
         t.tile_major = !q.lazy && w_bytes <= x_bytes;
         t.blocks = (t.tiles + q.group - 1) / q.group;

@@ -24,7 +24,8 @@ typedef struct ig_geom {
     int     y_bytes;     /* y_fused: bytes per y value */
     bool    plain_x;     /* VNNI 1x1 conv as plain GEMMs reading x in place (no copy): each
                           * block of rows shifted into the slot at ablk_off */
-    int64_t len;         /* values per run */
+    int64_t len;         /* values per run (vnni: a multiple of 4, the tail past the
+                          * run's taps on zero weights) */
     int64_t runs;        /* runs per position for conv */
     int64_t panels;      /* output-channel panels per group */
     int64_t chunk_n;     /* images per chunk */
@@ -36,7 +37,8 @@ typedef struct ig_geom {
     size_t  row_bytes;   /* one row of C, init or bias: nr compute-type values */
     bool    vnni;        /* 8-bit x through the AVX512-VNNI byte kernels */
     bool    x_unsigned;  /* vnni: x' is the unsigned operand (i8 x) */
-    int64_t cin_r;       /* reduction channels per tap as packed (vnni: a multiple of 4) */
+    int64_t cin_r;       /* reduction channels per tap as packed (vnni: a multiple of 4
+                          * unless runs are whole kernel rows) */
     size_t  b_row;       /* bytes of packed weights per reduction index */
     size_t  a_es;        /* bytes of one A value (x as read by the kernel) */
     /* the weights blob (workspace start, or the plan's prepacked memory): packed weights

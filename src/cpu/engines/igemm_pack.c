@@ -2,7 +2,8 @@
  * igemm_pack.c — cpu.igemm's packing (see igemm.c for the engine):
  *
  *   weights  wp [G, panel, K, cin_g, nr] in the compute type (complex rows as split planes),
- *            [panel, cin, K, nr] for channels-first runs (q->cf), or for VNNI bytes grouped by four reduction indices, [panel, K, cin_r/4, nr, 4],
+ *            [panel, cin, K, nr] for channels-first runs (q->cf), or for VNNI bytes grouped
+ *            by four reduction indices, [panel, run, len/4, nr, 4],
  *            with the per-channel sums psum [panel, K, nr] that correct the x' shift;
  *   x        the zero-padded channels-last buffer [image, xp0, xp1, xp2, channels] of the
  *            compute type, [image, channels, X0, X1, X2] for channels-first runs, or for
@@ -214,9 +215,11 @@ void xconv__igemm_shift_rows(unsigned char *dst, int64_t cin_r, const void *src,
 }
 
 /*
- * VNNI packing. Weights become bytes grouped by four reduction indices, [panel, K, cin_r/4,
- * nr, 4] (zeros past Cin and past the panel's channels), and each item also sums its block
- * of w per output channel (psum [panel, K, nr], wrapping u32) for the x' shift correction.
+ * VNNI packing. Weights become bytes grouped by four reduction indices, [panel, run,
+ * len/4, nr, 4]: a run's taps back to back, cin_r values each (zeros past Cin and past the
+ * panel's channels), then zeros up to len. Each item (one tap) writes only its own bytes and
+ * sums its w per output channel (psum [panel, K, nr], wrapping u32) for the x' shift
+ * correction.
  */
 static void pack_weights_vnni_range(void *arg, int64_t begin, int64_t end, int slot)
 {
@@ -224,26 +227,32 @@ static void pack_weights_vnni_range(void *arg, int64_t begin, int64_t end, int s
     const xconv_canon *p = t->e->p;
     const ig_geom *q = t->q;
     const int64_t xes = (int64_t)xconv_dtype_size(p->x_dtype), kk = xconv__prod3(p->k_size);
+    const int64_t per_run = kk / q->runs; /* taps per run */
     const int nr = q->g->nr;
     uint32_t tmp[64];
     for (int64_t item = begin; item < end; item++) {
-        const int64_t k = item % kk, panel = item / kk;
+        const int64_t k = item % kk, panel = item / kk, m = k % per_run;
         const int64_t k0 = k / (p->k_size[1] * p->k_size[2]), k1 = k / p->k_size[2] % p->k_size[1],
                       k2 = k % p->k_size[2];
         const int64_t o0 = panel * nr;
         const int64_t cnt = p->cout_g - o0 < nr ? p->cout_g - o0 : nr;
-        unsigned char *dst = (unsigned char *)t->blob + q->wp + q->b_row * (size_t)(item * q->cin_r);
+        unsigned char *run = (unsigned char *)t->blob + q->wp +
+                             q->b_row * (size_t)((panel * q->runs + k / per_run) * q->len);
         uint32_t *sum = (uint32_t *)(t->blob + q->psum) + item * nr;
-        memset(dst, 0, q->b_row * (size_t)q->cin_r);
         memset(sum, 0, sizeof(uint32_t) * (size_t)nr);
-        for (int64_t ci = 0; ci < p->cin_g; ci++) {
-            const int64_t el = p->w_off + o0 * p->w_so + ci * p->w_si + k0 * p->w_sk[0] +
-                               k1 * p->w_sk[1] + k2 * p->w_sk[2];
-            xconv__load_row(XCONV_CT_U32, p->x_dtype, (const char *)t->e->w + el * xes, p->w_so, tmp, cnt);
-            unsigned char *grp = dst + (size_t)(ci / 4) * (size_t)nr * 4 + (size_t)(ci % 4);
-            for (int64_t j = 0; j < cnt; j++) {
-                grp[j * 4] = (unsigned char)tmp[j];
-                sum[j] += tmp[j];
+        const int64_t l0 = m * q->cin_r, l1 = m == per_run - 1 ? q->len : l0 + q->cin_r;
+        for (int64_t l = l0; l < l1; l++) {
+            const int64_t ci = l - l0;
+            const int64_t live = ci < p->cin_g ? cnt : 0;
+            if (live) {
+                const int64_t el = p->w_off + o0 * p->w_so + ci * p->w_si + k0 * p->w_sk[0] +
+                                   k1 * p->w_sk[1] + k2 * p->w_sk[2];
+                xconv__load_row(XCONV_CT_U32, p->x_dtype, (const char *)t->e->w + el * xes, p->w_so, tmp, cnt);
+            }
+            unsigned char *grp = run + (size_t)(l / 4) * (size_t)nr * 4 + (size_t)(l % 4);
+            for (int64_t j = 0; j < nr; j++) {
+                grp[j * 4] = j < live ? (unsigned char)tmp[j] : 0;
+                if (j < live) sum[j] += tmp[j];
             }
         }
     }
