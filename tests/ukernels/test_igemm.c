@@ -388,34 +388,40 @@ static void run_gemm_case(const xconv_igemm_geom *g, int64_t mt, int n, int64_t 
 
 int main(void)
 {
-    for (int v = 0; v < 2; v++) {
-        const xconv_igemm_geom *g = xconv__igemm_geom_vnni(v == 0);
+    /* i8 and u8 x, on the wide block and then the narrow one */
+    for (int v = 0; v < 4; v++) {
+        const xconv_igemm_geom *g = v < 2 ? xconv__igemm_geom_vnni(v % 2 == 0)
+                                          : xconv__igemm_geom_vnni_narrow(v % 2 == 0);
         if (!g) continue;
         XT_CHECK(g->kernel_y != NULL, "the VNNI variant has a kernel_y");
         if (!g->kernel_y) continue;
-        /* n around every 16-lane vector of the 64-wide panel */
-        const int ns[] = {1, 15, 16, 17, 31, 33, 48, 63, 64};
+        /* n around every 16-lane vector of the panel (64 wide, or 32) */
+        const int ns_all[] = {1, 15, 16, 17, 31, 32, 33, 48, 63, 64};
+        int ns[10], nn = 0;
+        for (int a = 0; a < 10; a++)
+            if (ns_all[a] <= g->nr) ns[nn++] = ns_all[a];
         const int64_t lens[] = {4, 8, 36}, tapss[] = {0, 1, 3};
         const int ybs[] = {0, 1, 2, 4};
+        const bool xu = v % 2 == 0;
         for (int m = 1; m <= g->mr; m++)
-            for (int a = 0; a < 9; a++)
+            for (int a = 0; a < nn; a++)
                 for (int l = 0; l < 3; l++)
                     for (int t = 0; t < 3; t++)
                         for (int init = 0; init < 2; init++)
                             for (int acc = 0; acc < 2; acc++)
                                 for (int yb = 0; yb < 4; yb++)
-                                    run_vnni_case(g, v == 0, m, ns[a], lens[l], tapss[t], init,
-                                                  acc, ybs[yb]);
+                                    run_vnni_case(g, xu, m, ns[a], lens[l], tapss[t], init, acc,
+                                                  ybs[yb]);
         /* kernel_gemm: row counts around the tiles of mr, and a whole group of tiles */
         XT_CHECK(g->kernel_gemm != NULL, "the VNNI variant has a kernel_gemm");
         if (!g->kernel_gemm) continue;
-        const int64_t mts[] = {1, 5, 6, 7, 12, 13, 48};
-        for (int mi = 0; mi < 7; mi++)
-            for (int a = 0; a < 9; a++)
+        const int64_t mts[] = {1, (int64_t)g->mr - 1, g->mr, (int64_t)g->mr + 1, 2 * (int64_t)g->mr + 1, 48};
+        for (int mi = 0; mi < 6; mi++)
+            for (int a = 0; a < nn; a++)
                 for (int l = 0; l < 3; l++)
                     for (int init = 0; init < 2; init++)
                         for (int yb = 1; yb < 4; yb++)
-                            run_vnni_gemm_case(g, v == 0, mts[mi], ns[a], lens[l], init, ybs[yb]);
+                            run_vnni_gemm_case(g, xu, mts[mi], ns[a], lens[l], init, ybs[yb]);
     }
 
     const char *isas[] = {"generic", "avx2", "avx512"};

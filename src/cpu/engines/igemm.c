@@ -171,8 +171,10 @@ static ig_geom ig_geom_of(const xconv_canon *p)
      * corrects each tile's init by its own taps. */
     if (p->ct == XCONV_CT_U32 && p->groups == 1 &&
         (p->x_dtype == XCONV_DTYPE_I8 || p->x_dtype == XCONV_DTYPE_U8)) {
-        const xconv_igemm_geom *v = xconv__igemm_geom_vnni(p->x_dtype == XCONV_DTYPE_I8);
-        if (v) q.g = v, q.vnni = true, q.x_unsigned = p->x_dtype == XCONV_DTYPE_I8;
+        const bool xu = p->x_dtype == XCONV_DTYPE_I8;
+        const xconv_igemm_geom *v = xconv__igemm_geom_vnni(xu), *vn = xconv__igemm_geom_vnni_narrow(xu);
+        if (v && vn && p->cout_g <= vn->nr) v = vn;
+        if (v) q.g = v, q.vnni = true, q.x_unsigned = xu;
     }
     const bool padded = p->pad_lo[0] || p->pad_hi[0] || p->pad_lo[1] || p->pad_hi[1] ||
                         p->pad_lo[2] || p->pad_hi[2];

@@ -94,6 +94,9 @@ const xconv_igemm_geom *xconv__igemm_geom_isa(xconv_ctype ct, const char *isa);
  * variant (x' unsigned operand) or the u8 one; NULL when the CPU lacks VNNI. */
 const xconv_igemm_geom *xconv__igemm_geom_vnni(bool x_unsigned_operand);
 
+/* The same kernels on a block of 8 rows x 32 channels, for convs of few output channels. */
+const xconv_igemm_geom *xconv__igemm_geom_vnni_narrow(bool x_unsigned_operand);
+
 /* dst[i] = src[i] ^ 0x80 for i < n (VNNI's x' of 8-bit x), 64 bytes at a time; only called
  * where xconv__igemm_geom_vnni is not NULL (AVX512-BW runs). */
 void xconv__igemm_vnni_shift(void *dst, const void *src, int64_t n);

@@ -24,8 +24,14 @@
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
 
+/* The wide block, 6 rows x 4 zmm of 16 lanes (nr = 64), and the narrow one for convs of at
+ * most 32 output channels, 8 rows x 2 zmm (the wide one would sum zeros in half its lanes:
+ * a 3->32-channel stem ran at 0.54x oneDNN). */
 #define VNNI_MR 6
-#define VNNI_NV 4 /* 4 zmm of 16 lanes: nr = 64 */
+#define VNNI_NV 4
+#define VNNI_NARROW_MR 8
+#define VNNI_NARROW_NV 2
+#define VNNI_MAX_MR 8
 
 static const int32_t vnni_zeros[VNNI_NV * 16];
 
@@ -45,13 +51,13 @@ static const int32_t vnni_zeros[VNNI_NV * 16];
  * skipped), so that the accumulators stay in registers: GCC otherwise keeps the array in
  * memory outside the inner loop (24 stores and loads per call). */
 static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vnni"))) void
-vnni_body(bool x_unsigned, int64_t ntaps, int64_t len, const void *const *a, const void *const *b,
-          const void *init, void *const *c, int m, int n, int accumulate, void *const *y,
-          int y_bytes)
+vnni_body(const int mr, const int nv, bool x_unsigned, int64_t ntaps, int64_t len,
+          const void *const *a, const void *const *b, const void *init, void *const *c, int m,
+          int n, int accumulate, void *const *y, int y_bytes)
 {
-    __m512i acc[VNNI_MR][VNNI_NV];
+    __m512i acc[VNNI_MAX_MR][VNNI_NV];
     __mmask16 mask[VNNI_NV];
-    XCONV_UNROLL for (int v = 0; v < VNNI_NV; v++) {
+    XCONV_UNROLL for (int v = 0; v < nv; v++) {
         const int live = n - v * 16;
         mask[v] = live >= 16  ? (__mmask16)0xffff
                   : live <= 0 ? (__mmask16)0
@@ -59,99 +65,92 @@ vnni_body(bool x_unsigned, int64_t ntaps, int64_t len, const void *const *a, con
     }
     /* Every start value is a load through a selected pointer, without branches: GCC keeps
      * the accumulators in registers only when no branch merges them. */
-    const int32_t *start[VNNI_MR];
-    XCONV_UNROLL for (int r = 0; r < VNNI_MR; r++)
+    const int32_t *start[VNNI_MAX_MR];
+    XCONV_UNROLL for (int r = 0; r < mr; r++)
         start[r] = accumulate ? (r < m ? (const int32_t *)c[r] : vnni_zeros)
                               : init ? (const int32_t *)init : vnni_zeros;
-    XCONV_UNROLL for (int r = 0; r < VNNI_MR; r++)
-        XCONV_UNROLL for (int v = 0; v < VNNI_NV; v++)
+    XCONV_UNROLL for (int r = 0; r < mr; r++)
+        XCONV_UNROLL for (int v = 0; v < nv; v++)
             acc[r][v] = _mm512_maskz_loadu_epi32(mask[v], start[r] + v * 16);
     for (int64_t t = 0; t < ntaps; t++) {
-        const unsigned char *ap[VNNI_MR];
-        XCONV_UNROLL for (int r = 0; r < VNNI_MR; r++)
-            ap[r] = (const unsigned char *)a[t * VNNI_MR + r];
+        const unsigned char *ap[VNNI_MAX_MR];
+        XCONV_UNROLL for (int r = 0; r < mr; r++)
+            ap[r] = (const unsigned char *)a[t * mr + r];
         const unsigned char *bp = (const unsigned char *)b[t];
-        for (int64_t l = 0; l < len; l += 4, bp += VNNI_NV * 64) {
+        for (int64_t l = 0; l < len; l += 4, bp += nv * 64) {
             __m512i bv[VNNI_NV];
-            XCONV_UNROLL for (int v = 0; v < VNNI_NV; v++) bv[v] = _mm512_loadu_si512(bp + v * 64);
-            XCONV_UNROLL for (int r = 0; r < VNNI_MR; r++) {
+            XCONV_UNROLL for (int v = 0; v < nv; v++) bv[v] = _mm512_loadu_si512(bp + v * 64);
+            XCONV_UNROLL for (int r = 0; r < mr; r++) {
                 int32_t quad;
                 memcpy(&quad, ap[r] + l, 4);
                 const __m512i av = _mm512_set1_epi32(quad);
-                XCONV_UNROLL for (int v = 0; v < VNNI_NV; v++)
+                XCONV_UNROLL for (int v = 0; v < nv; v++)
                     acc[r][v] = x_unsigned ? _mm512_dpbusd_epi32(acc[r][v], av, bv[v])
                                            : _mm512_dpbusd_epi32(acc[r][v], bv[v], av);
             }
         }
     }
     if (!y) {
-        XCONV_UNROLL for (int r = 0; r < VNNI_MR; r++)
+        XCONV_UNROLL for (int r = 0; r < mr; r++)
             if (r < m)
-                XCONV_UNROLL for (int v = 0; v < VNNI_NV; v++)
+                XCONV_UNROLL for (int v = 0; v < nv; v++)
                     _mm512_mask_storeu_epi32((int32_t *)c[r] + v * 16, mask[v], acc[r][v]);
     } else if (y_bytes == 1) {
-        XCONV_UNROLL for (int r = 0; r < VNNI_MR; r++)
+        XCONV_UNROLL for (int r = 0; r < mr; r++)
             if (r < m)
-                XCONV_UNROLL for (int v = 0; v < VNNI_NV; v++)
+                XCONV_UNROLL for (int v = 0; v < nv; v++)
                     _mm512_mask_cvtepi32_storeu_epi8((char *)y[r] + v * 16, mask[v], acc[r][v]);
     } else if (y_bytes == 2) {
-        XCONV_UNROLL for (int r = 0; r < VNNI_MR; r++)
+        XCONV_UNROLL for (int r = 0; r < mr; r++)
             if (r < m)
-                XCONV_UNROLL for (int v = 0; v < VNNI_NV; v++)
+                XCONV_UNROLL for (int v = 0; v < nv; v++)
                     _mm512_mask_cvtepi32_storeu_epi16((char *)y[r] + v * 32, mask[v], acc[r][v]);
     } else {
-        XCONV_UNROLL for (int r = 0; r < VNNI_MR; r++)
+        XCONV_UNROLL for (int r = 0; r < mr; r++)
             if (r < m)
-                XCONV_UNROLL for (int v = 0; v < VNNI_NV; v++)
+                XCONV_UNROLL for (int v = 0; v < nv; v++)
                     _mm512_mask_storeu_epi32((char *)y[r] + v * 64, mask[v], acc[r][v]);
     }
 }
 
-static __attribute__((target("avx512f,avx512bw,avx512vnni"))) void
-vnni_i8(int64_t ntaps, int64_t len, const void *const *a, const void *const *b, const void *init,
-        void *const *c, int m, int n, int accumulate)
-{
-    vnni_body(true, ntaps, len, a, b, init, c, m, n, accumulate, NULL, 4);
-}
+/* One block (mr x nv zmm) for one operand order (i8 x: x' unsigned; u8 x: w unsigned): the
+ * kernel, kernel_y and kernel_gemm (xconv__igemm_gemm_tiles over kernel_y, kept out of line:
+ * inside a loop over tiles GCC loses the accumulators' registers). */
+#define VNNI_WRAPPERS(name, mr, nv, xu)                                                         \
+    static __attribute__((target("avx512f,avx512bw,avx512vnni"))) void name(                  \
+        int64_t ntaps, int64_t len, const void *const *a, const void *const *b,               \
+        const void *init, void *const *c, int m, int n, int accumulate)                       \
+    {                                                                                           \
+        vnni_body(mr, nv, xu, ntaps, len, a, b, init, c, m, n, accumulate, NULL, 4);           \
+    }                                                                                           \
+    static VNNI_OPAQUE __attribute__((target("avx512f,avx512bw,avx512vnni"))) void name##_y(  \
+        int64_t ntaps, int64_t len, const void *const *a, const void *const *b,               \
+        const void *init, void *const *c, int m, int n, int accumulate, void *const *y,       \
+        int y_bytes)                                                                            \
+    {                                                                                           \
+        vnni_body(mr, nv, xu, ntaps, len, a, b, init, c, m, n, accumulate, y, y_bytes);        \
+    }                                                                                           \
+    static void name##_gemm(int64_t mt, int64_t len, const void *a, ptrdiff_t lda,             \
+                            const void *b, const void *init, void *y, ptrdiff_t ldy, int n,     \
+                            int y_bytes)                                                        \
+    {                                                                                           \
+        xconv__igemm_gemm_tiles(mr, NULL, name##_y, mt, len, a, lda, b, init, y, ldy, n,       \
+                                y_bytes);                                                       \
+    }
 
-static __attribute__((target("avx512f,avx512bw,avx512vnni"))) void
-vnni_u8(int64_t ntaps, int64_t len, const void *const *a, const void *const *b, const void *init,
-        void *const *c, int m, int n, int accumulate)
-{
-    vnni_body(false, ntaps, len, a, b, init, c, m, n, accumulate, NULL, 4);
-}
+VNNI_WRAPPERS(vnni_i8, VNNI_MR, VNNI_NV, true)
+VNNI_WRAPPERS(vnni_u8, VNNI_MR, VNNI_NV, false)
+VNNI_WRAPPERS(vnni_narrow_i8, VNNI_NARROW_MR, VNNI_NARROW_NV, true)
+VNNI_WRAPPERS(vnni_narrow_u8, VNNI_NARROW_MR, VNNI_NARROW_NV, false)
 
-static VNNI_OPAQUE __attribute__((target("avx512f,avx512bw,avx512vnni"))) void
-vnni_i8_y(int64_t ntaps, int64_t len, const void *const *a, const void *const *b, const void *init,
-          void *const *c, int m, int n, int accumulate, void *const *y, int y_bytes)
-{
-    vnni_body(true, ntaps, len, a, b, init, c, m, n, accumulate, y, y_bytes);
-}
-
-static VNNI_OPAQUE __attribute__((target("avx512f,avx512bw,avx512vnni"))) void
-vnni_u8_y(int64_t ntaps, int64_t len, const void *const *a, const void *const *b, const void *init,
-          void *const *c, int m, int n, int accumulate, void *const *y, int y_bytes)
-{
-    vnni_body(false, ntaps, len, a, b, init, c, m, n, accumulate, y, y_bytes);
-}
-
-/* kernel_gemm: xconv__igemm_gemm_tiles over kernel_y (kept out of line: inside a loop over
- * tiles GCC loses the accumulators' registers). */
-static void vnni_i8_gemm(int64_t mt, int64_t len, const void *a, ptrdiff_t lda, const void *b,
-                         const void *init, void *y, ptrdiff_t ldy, int n, int y_bytes)
-{
-    xconv__igemm_gemm_tiles(VNNI_MR, NULL, vnni_i8_y, mt, len, a, lda, b, init, y, ldy, n, y_bytes);
-}
-
-static void vnni_u8_gemm(int64_t mt, int64_t len, const void *a, ptrdiff_t lda, const void *b,
-                         const void *init, void *y, ptrdiff_t ldy, int n, int y_bytes)
-{
-    xconv__igemm_gemm_tiles(VNNI_MR, NULL, vnni_u8_y, mt, len, a, lda, b, init, y, ldy, n, y_bytes);
-}
-
-static const xconv_igemm_geom VNNI_GEOMS[2] = {
-    {XCONV_CT_U32, "avx512vnni", VNNI_MR, VNNI_NV * 16, 1, vnni_i8, vnni_i8_y, vnni_i8_gemm},
-    {XCONV_CT_U32, "avx512vnni", VNNI_MR, VNNI_NV * 16, 1, vnni_u8, vnni_u8_y, vnni_u8_gemm},
+/* [narrow][u8 x] */
+static const xconv_igemm_geom VNNI_GEOMS[2][2] = {
+    {{XCONV_CT_U32, "avx512vnni", VNNI_MR, VNNI_NV * 16, 1, vnni_i8, vnni_i8_y, vnni_i8_gemm},
+     {XCONV_CT_U32, "avx512vnni", VNNI_MR, VNNI_NV * 16, 1, vnni_u8, vnni_u8_y, vnni_u8_gemm}},
+    {{XCONV_CT_U32, "avx512vnni", VNNI_NARROW_MR, VNNI_NARROW_NV * 16, 1, vnni_narrow_i8,
+      vnni_narrow_i8_y, vnni_narrow_i8_gemm},
+     {XCONV_CT_U32, "avx512vnni", VNNI_NARROW_MR, VNNI_NARROW_NV * 16, 1, vnni_narrow_u8,
+      vnni_narrow_u8_y, vnni_narrow_u8_gemm}},
 };
 
 __attribute__((target("avx512f,avx512bw"))) void xconv__igemm_vnni_shift(void *dst,
@@ -170,15 +169,29 @@ __attribute__((target("avx512f,avx512bw"))) void xconv__igemm_vnni_shift(void *d
     }
 }
 
+static bool vnni_runs(void)
+{
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vnni");
+}
+
 const xconv_igemm_geom *xconv__igemm_geom_vnni(bool x_unsigned_operand)
 {
-    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
-        !__builtin_cpu_supports("avx512vnni"))
-        return NULL;
-    return &VNNI_GEOMS[x_unsigned_operand ? 0 : 1];
+    return vnni_runs() ? &VNNI_GEOMS[0][x_unsigned_operand ? 0 : 1] : NULL;
+}
+
+const xconv_igemm_geom *xconv__igemm_geom_vnni_narrow(bool x_unsigned_operand)
+{
+    return vnni_runs() ? &VNNI_GEOMS[1][x_unsigned_operand ? 0 : 1] : NULL;
 }
 #else
 const xconv_igemm_geom *xconv__igemm_geom_vnni(bool x_unsigned_operand)
+{
+    (void)x_unsigned_operand;
+    return NULL;
+}
+
+const xconv_igemm_geom *xconv__igemm_geom_vnni_narrow(bool x_unsigned_operand)
 {
     (void)x_unsigned_operand;
     return NULL;
