@@ -123,10 +123,10 @@ vec_rows(const amx_block_args *k, const int R, int r0, int live)
     }
 }
 
-/* The groups inlined into one function: a call and return between groups (vzeroupper
- * included) kept one group's stores from overlapping the next group's products, which
- * weighs where a group has few steps (rn50_1x1_64 bf16: +3% on one thread, up to +9% on
- * two; rn50_1x1_256 +1-2%). */
+/* The groups inlined into one function rather than called out of line per group: faster
+ * where a group has few steps (A/B on the Zen 4 VM: rn50_1x1_64 bf16 +4% on one thread, +9%
+ * on two; rn50_1x1_256 +1-2%), presumably as one group's stores overlap the next group's
+ * products; vzeroupper alone is not it (a -mno-vzeroupper build gained nothing). */
 VEC_TARGET void xconv__amx_vec_block(const amx_block_args *k)
 {
     if (k->between) k->between(k->between_arg);
