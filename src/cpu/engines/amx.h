@@ -90,8 +90,13 @@ bool xconv__amx_vec_available(void);
 void xconv__amx_vec_block(const amx_block_args *k);
 
 /* The rows xconv__amx_vec_block computes for the next group of a block with `left` rows to
- * go: 12, or 8 or 4 at its end (rows past the live ones are computed and not stored). */
-static inline int xconv__amx_vec_group(int64_t left) { return left > 8 ? 12 : left > 4 ? 8 : 4; }
+ * go: 12 while at least 4 would be left after them, 13-15 in two near-halves, and the rest
+ * exactly: no row is computed only to be dropped (a 7-output line of rn50_3x3_512 is one
+ * group of 7, not of 8). */
+static inline int xconv__amx_vec_group(int64_t left)
+{
+    return left >= 16 ? 12 : left > 12 ? (int)(left - left / 2) : (int)left;
+}
 
 #define AMX_MAX_SUBS 64   /* stride phases of conv_transpose */
 #define AMX_MAX_TAPS 4096
