@@ -106,13 +106,15 @@ static int64_t tr_taps(const xconv_canon *p, int d, int64_t r, int64_t *taps, in
     return count;
 }
 
-/* Rows cpu.avx512bf16's block of `rows` outputs computes, in its groups. */
+/* What cpu.avx512bf16's block of `rows` outputs costs, in rows of a 12-row group: its groups,
+ * each at least 3 rows' worth (a group of 1 or 2 rows has 2 or 4 chains of sums, too few to
+ * hide the dot products' latency). */
 static int64_t vec_block_rows(int64_t rows)
 {
     int64_t done = 0;
     while (rows > 0) {
         const int g = xconv__amx_vec_group(rows);
-        done += g, rows -= g;
+        done += g < 3 ? 3 : g, rows -= g;
     }
     return done;
 }
@@ -147,9 +149,20 @@ static int dim_runs(const xconv_canon *p, int d, int64_t m, int64_t *start, int6
     return n;
 }
 
+/* Taps a run of kernel index ranges [lo[d], hi[d]] leaves in (0 where one is empty). */
+static int64_t run_taps(const amx_run *rn)
+{
+    int64_t taps = 1;
+    for (int d = 0; d < 3; d++) taps *= rn->khi[d] >= rn->klo[d] ? rn->khi[d] - rn->klo[d] + 1 : 0;
+    return taps;
+}
+
 /* cpu.avx512bf16's conv blocks in runs (amx_run), where the taps they leave out outweigh the
  * partial blocks the runs add by 3% or more; sets q->row_waste either way. Runs of lines
- * by both outer dims where there are at most AMX_MAX_RUNS of them, else by dim 0 alone. */
+ * by both outer dims where there are at most AMX_MAX_RUNS of them, else by dim 0 alone; a
+ * run of lines is split by columns where that costs 3% less (rn50_3x3_256's lines 1-12:
+ * columns 0 and 13 leave out 3 taps each; its lines 0 and 13 stay whole, as their corners
+ * alone would be groups of one row). Not in row mode, whose rows hold dim 2's taps. */
 static void vec_runs(const xconv_canon *p, amx_geom *q)
 {
     q->nruns = 0;
@@ -162,35 +175,59 @@ static void vec_runs(const xconv_canon *p, amx_geom *q)
     if (q->direct || sb->m[0] > 1 << 16 || sb->m[1] > 1 << 16) return;
     int64_t s0[AMX_MAX_RUNS], n0[AMX_MAX_RUNS], lo0[AMX_MAX_RUNS], hi0[AMX_MAX_RUNS];
     int64_t s1[AMX_MAX_RUNS], n1[AMX_MAX_RUNS], lo1[AMX_MAX_RUNS], hi1[AMX_MAX_RUNS];
+    int64_t s2[AMX_MAX_RUNS], n2[AMX_MAX_RUNS], lo2[AMX_MAX_RUNS], hi2[AMX_MAX_RUNS];
     const int r0 = dim_runs(p, 0, sb->m[0], s0, n0, lo0, hi0);
     int r1 = dim_runs(p, 1, sb->m[1], s1, n1, lo1, hi1);
+    const int r2 = q->row || k2 == 1 || m2 > 1 << 16 ? 1 : dim_runs(p, 2, m2, s2, n2, lo2, hi2);
     if (r0 > AMX_MAX_RUNS) return;
     if (r1 > AMX_MAX_RUNS || (r1 > 1 && sb->m[0] * r1 > AMX_MAX_RUNS)) {
         r1 = 1, s1[0] = 0, n1[0] = sb->m[1], lo1[0] = 0, hi1[0] = p->k_size[1] - 1;  /* dim 0 alone */
     }
     /* lines in raster order: with one run along dim 1, a dim-0 run is one run of lines; else
      * each line of dim 0 takes dim 1's runs in turn */
-    amx_run run[AMX_MAX_RUNS];
-    int n = 0;
+    amx_run lines[AMX_MAX_RUNS];
+    int nl = 0;
     for (int a = 0; a < r0; a++) {
         const int64_t reps = r1 == 1 ? 1 : n0[a];
         for (int64_t i = 0; i < reps; i++)
             for (int b = 0; b < r1; b++) {
-                if (n == AMX_MAX_RUNS) return;
-                amx_run *rn = &run[n++];
+                if (nl == AMX_MAX_RUNS) return;
+                amx_run *rn = &lines[nl++];
                 const int64_t u0 = s0[a] + i;
                 rn->i0 = (u0 * sb->m[1] + s1[b]) * m2;
                 rn->rows = (r1 == 1 ? n0[a] : 1) * n1[b] * m2;
+                rn->c0 = 0, rn->cw = m2;
                 rn->klo[0] = lo0[a], rn->khi[0] = hi0[a], rn->klo[1] = lo1[b], rn->khi[1] = hi1[b];
+                rn->klo[2] = 0, rn->khi[2] = k2 - 1;
             }
+    }
+    /* each run of lines whole, or in runs of columns where those cost 3% less and fit */
+    amx_run run[AMX_MAX_RUNS];
+    int n = 0;
+    for (int i = 0; i < nl; i++) {
+        const amx_run *ln = &lines[i];
+        const int64_t count = ln->rows / m2;
+        double whole = (double)vec_run_rows(ln->rows) * (double)run_taps(ln), split = 0;
+        amx_run cols[AMX_MAX_RUNS];
+        for (int c = 0; c < r2; c++) {
+            cols[c] = *ln;
+            cols[c].i0 = ln->i0 + s2[c], cols[c].rows = count * n2[c];
+            cols[c].c0 = s2[c], cols[c].cw = n2[c];
+            cols[c].klo[2] = lo2[c], cols[c].khi[2] = hi2[c];
+            split += (double)vec_run_rows(cols[c].rows) * (double)run_taps(&cols[c]);
+        }
+        const bool by_cols = r2 > 1 && split < 0.97 * whole && n + r2 <= AMX_MAX_RUNS - (nl - 1 - i);
+        if (n + (by_cols ? r2 : 1) > AMX_MAX_RUNS) return;
+        if (by_cols)
+            for (int c = 0; c < r2; c++) run[n++] = cols[c];
+        else
+            run[n++] = *ln;
     }
     double work = 0;
     int64_t blocks = 0;
     for (int i = 0; i < n; i++) {
         amx_run *rn = &run[i];
-        const int64_t t0 = rn->khi[0] - rn->klo[0] + 1, t1 = rn->khi[1] - rn->klo[1] + 1;
-        const int64_t taps = t0 > 0 && t1 > 0 ? t0 * t1 * k2 : 0;
-        work += (double)vec_run_rows(rn->rows) * (double)taps;
+        work += (double)vec_run_rows(rn->rows) * (double)run_taps(rn);
         rn->b0 = blocks;
         blocks += (rn->rows + 31) / 32;
     }
@@ -544,16 +581,18 @@ typedef struct amx_rows {
 
 /* vec's block: outputs i0 .. i0 + rows - 1 of the sub, in (u0, u1, u2) order. */
 static void output_rows(const amx_task *t, const amx_sub *sb, int64_t n, int64_t i0, int rows,
-                        amx_rows *br)
+                        const amx_run *rn, amx_rows *br)
 {
     const xconv_canon *p = t->e->p;
     const amx_geom *q = t->q;
     const int64_t yes = (int64_t)xconv_dtype_size(p->y_dtype);
     const int64_t d2 = sb->step[2] * p->y_ss[2] * yes, rb = (int64_t)q->row_bytes;
     int64_t u2 = i0 % sb->m[2], u1 = i0 / sb->m[2] % sb->m[1], u0 = i0 / sb->m[2] / sb->m[1];
+    /* the run's columns of each line (no run: whole lines) */
+    const int64_t c_lo = rn ? rn->c0 : 0, c_hi = rn ? rn->c0 + rn->cw : sb->m[2];
     int64_t el = 0, ao = 0; /* stepped along a line of outputs, recomputed where one starts */
     for (int i = 0; i < rows; i++) {
-        if (i == 0 || u2 == 0) {
+        if (i == 0 || u2 == c_lo) {
             el = (p->y_off + n * p->y_sn + (sb->r[0] + sb->step[0] * u0) * p->y_ss[0] +
                   (sb->r[1] + sb->step[1] * u1) * p->y_ss[1] + (sb->r[2] + sb->step[2] * u2) * p->y_ss[2]) *
                  yes;
@@ -563,8 +602,8 @@ static void output_rows(const amx_task *t, const amx_sub *sb, int64_t n, int64_t
         br->off[i] = el;
         br->a_off[i] = ao;
         el += d2, ao += rb;
-        if (++u2 == sb->m[2]) {
-            u2 = 0;
+        if (++u2 == c_hi) {
+            u2 = c_lo;
             if (++u1 == sb->m[1]) u1 = 0, u0++;
         }
     }
@@ -656,8 +695,9 @@ static void unit_at(const amx_task *t, int64_t unit, amx_unit *u)
             else hi = mid - 1;
         }
         const amx_run *rn = u->run = &q->run[lo];
-        u->v0 = rn->i0 + (b - rn->b0) * 32;
-        u->rows = rn->i0 + rn->rows - u->v0 < 32 ? rn->i0 + rn->rows - u->v0 : 32;
+        const int64_t j = (b - rn->b0) * 32; /* the block's first output in the run's box */
+        u->v0 = rn->i0 + j / rn->cw * u->sb->m[2] + j % rn->cw;
+        u->rows = rn->rows - j < 32 ? rn->rows - j : 32;
         return;
     }
     const int64_t total = q->vec ? u->sb->count : u->sb->vcount;
@@ -698,7 +738,9 @@ static void flush_pending(void *arg)
 /* Whether tap tp reads x for some output of run rn. */
 static bool tap_in_run(const amx_tap *tp, const amx_run *rn)
 {
-    return tp->k[0] >= rn->klo[0] && tp->k[0] <= rn->khi[0] && tp->k[1] >= rn->klo[1] && tp->k[1] <= rn->khi[1];
+    for (int d = 0; d < 3; d++)
+        if (tp->k[d] < rn->klo[d] || tp->k[d] > rn->khi[d]) return false;
+    return true;
 }
 
 /* gather: unit u's block of outputs as rows of x per tap: tab[i * 32 + r] the row that tap
@@ -719,6 +761,7 @@ static void gather_rows(const amx_task *t, const amx_unit *u, const amx_tap *con
         for (int d = 0; d < 3; d++) a->k[d] = tl[i]->k[d] * p->dil[d], a->off += a->k[d] * p->x_ss[d] * es;
     }
     const int64_t m1 = sb->m[1], m2 = sb->m[2];
+    const int64_t c_lo = u->run ? u->run->c0 : 0, c_hi = u->run ? u->run->c0 + u->run->cw : m2;
     int64_t u2 = u->v0 % m2, u1 = u->v0 / m2 % m1, u0 = u->v0 / m2 / m1;
     const char *mn = NULL, *mx = NULL;
     for (int r = 0; r < u->rows; r++) {
@@ -734,8 +777,8 @@ static void gather_rows(const amx_task *t, const amx_unit *u, const amx_tap *con
             tab[i * 32 + r] = row;
             if (in) mn = !mn || row < mn ? row : mn, mx = !mx || row > mx ? row : mx;
         }
-        if (++u2 == m2) {
-            u2 = 0;
+        if (++u2 == c_hi) {
+            u2 = c_lo;
             if (++u1 == m1) u1 = 0, u0++;
         }
     }
@@ -801,7 +844,7 @@ static void compute_range(void *arg, int64_t begin, int64_t end, int slot)
         if (new_block) {
             list ^= 1;
             if (q->vec)
-                output_rows(t, u.sb, t->n0 + u.nl, u.v0, (int)u.rows, &lists[list]);
+                output_rows(t, u.sb, t->n0 + u.nl, u.v0, (int)u.rows, u.run, &lists[list]);
             else
                 block_rows(t, u.sb, t->n0 + u.nl, u.v0, (int)u.rows, &lists[list]);
         }

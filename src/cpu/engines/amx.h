@@ -119,17 +119,20 @@ typedef struct amx_tap {
     int32_t k[3];
 } amx_tap;
 
-/* cpu.avx512bf16's blocks for conv with padding in the outer dims: the outputs in raster
- * order split into runs of whole lines (u0, u1) whose taps read x for the same kernel
- * indices k[d] in [klo[d], khi[d]] of dims 0 and 1 (all others read the zero padding), and
- * each run into blocks of up to 32 outputs, so that a block leaves out the taps that read
- * padding for all of its rows: rn50_3x3_512's 7 x 7 outputs, lines 0 and 6 a third of their
- * taps; a 3-D conv's first and last planes. */
+/* cpu.avx512bf16's blocks for conv with padding: the outputs in raster order split into runs
+ * of whole lines (u0, u1) whose taps read x for the same kernel indices k[d] in [klo[d],
+ * khi[d]] of dims 0 and 1 (all others read the zero padding), a run of lines split again by
+ * columns (dim 2: the first, the middle, the last) where that leaves out more taps than its
+ * smaller groups cost, and each run into blocks of up to 32 outputs (a column run's in raster
+ * order within its box), so that a block leaves out the taps that read padding for all of
+ * its rows: rn50_3x3_512's 7 x 7 outputs, lines 0 and 6 a third of their taps, lines 1-5 in
+ * columns 0, 1-5 and 6; a 3-D conv's first and last planes. */
 #define AMX_MAX_RUNS 64
 typedef struct amx_run {
     int64_t i0, rows;  /* its first output (raster index in the image) and outputs */
+    int64_t c0, cw;    /* its columns of each line (dim 2): [c0, c0 + cw), cw = m[2]: whole lines */
     int64_t b0;        /* its first block */
-    int64_t klo[2], khi[2];
+    int64_t klo[3], khi[3];
 } amx_run;
 
 /* The runs cpu.avx512bf16 puts p's blocks in (0: none, blocks 32 outputs apart; -1: it does
