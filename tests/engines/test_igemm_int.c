@@ -10,7 +10,9 @@
  *     of every residue modulo the 6-row tile and over several blocks of tiles (1x1 convs
  *     run as plain GEMMs, x read in place), reductions in one call, over several blocks of
  *     packed weights (accumulating calls) and sliced within one run; conv and conv_transpose
- *     (tiles whose outputs hit no tap, tiles that mix taps);
+ *     (tiles whose outputs hit no tap, tiles that mix taps); padded convs whose tiles leave
+ *     out the taps in the padding (x' copied without it; each tile's init corrects for its
+ *     own taps only), down to none;
  *   - both conventions (channels-first: y channels strided, the int32 tile path;
  *     channels-last: dense channels, the direct store), dense views, views with dense
  *     channels but padded and reversed outer dims, and fully strided views;
@@ -49,6 +51,10 @@ static const table_case CASES[] = {
      CV, 2, 1, 300, 33, 1, {4, 5}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}},
     {"conv1d k5 over 300 channels: one run longer than a block",
      CV, 1, 1, 300, 16, 1, {9}, {5}, {1}, {1}, {2}, {2}, {0}},
+    {"conv2d 3x3 pad 1 over 7x7, 96 channels: padding left out, tiles with 4, 6 and 9 taps",
+     CV, 2, 2, 96, 40, 1, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}},
+    {"conv2d 3x3 pad 3 over 2x3, 64 channels: padding left out, tiles with no tap in x (y = bias)",
+     CV, 2, 1, 64, 20, 1, {2, 3}, {3, 3}, {1, 1}, {1, 1}, {3, 3}, {3, 3}, {0}},
     {"conv2d 1x1 over 1100 channels: a run sliced",
      CV, 2, 1, 1100, 20, 1, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, {0}},
     {"conv2d stride 2 dilation 2 asymmetric padding, 130 channels",

@@ -47,6 +47,7 @@
 #define IG_MAX_RUNS      4096              /* pointer arrays per thread stay small */
 #define IG_CHUNK_BYTES   ((size_t)8 << 20) /* the converted-x buffer per chunk of images */
 #define IG_SHORT_RUN     16                /* below this, padded runs are worth a copy */
+#define IG_VNNI_RUN_COST 16.0              /* a VNNI run's own cost, in bytes of its reduction */
 #define IG_KC_MIN        (64 << 10)        /* bounds on a reduction block's packed weights */
 #define IG_KC_MAX        (1 << 20)
 #define IG_KC_DEFAULT    (512 << 10)       /* where the L2 size is not known */
@@ -59,6 +60,7 @@ typedef struct ig_tile {
     int64_t runs;
     int     m;
     bool    mixed, done;
+    bool    own_init;    /* vnni: its init (tinit) corrects for its own taps, not all */
     int64_t yel[8];      /* y element offset per live position, at output channel 0 */
 } ig_tile;
 
@@ -111,10 +113,12 @@ static void ig_layout(ig_geom *q, const xconv_canon *p, size_t img_bytes, size_t
     q->xbuf = q->zero + xconv__align64(q->a_es * (size_t)q->len);
     /* (VNNI runs may read up to 3 bytes past the last one: a run's zero-weight tail) */
     q->slots = q->xbuf + (q->copy ? xconv__align64(img_bytes * (size_t)q->chunk_n + (q->vnni ? 4 : 0)) : 0);
-    /* per thread: the C tiles, then (VNNI transpose) an init row per tile and one spare,
-     * then (lazy) one panel of packed weights */
+    /* per thread: the C tiles, then (VNNI transpose, or conv leaving out taps) an init row per
+     * tile and one spare, then (lazy) one panel of packed weights */
     q->slot_bytes = ptr_bytes(q) + xconv__align64((size_t)(q->group * q->g->mr) * q->row_bytes) +
-                    (q->vnni && p->op == XCONV_OP_CONV_TRANSPOSE ? xconv__align64((size_t)(q->group + 1) * q->row_bytes) : 0);
+                    (q->vnni && (p->op == XCONV_OP_CONV_TRANSPOSE || q->skip)
+                         ? xconv__align64((size_t)(q->group + 1) * q->row_bytes)
+                         : 0);
     q->ablk_off = q->slot_bytes; /* plain_x: a block of shifted x rows */
     if (q->plain_x) q->slot_bytes += xconv__align64((size_t)(q->group * q->g->mr * q->cin_r));
     q->panel_off = q->slot_bytes;
@@ -157,6 +161,22 @@ void xconv__igemm_set_block_bytes(size_t bytes)
     atomic_store_explicit(&block_bytes, (long)bytes, memory_order_relaxed);
 }
 
+/* The fraction of conv's terms (output position x tap) that read padding. */
+static double padding_share(const xconv_canon *p)
+{
+    double inside = 1.0;
+    for (int d = 0; d < 3; d++) {
+        int64_t in = 0;
+        for (int64_t u = 0; u < p->y_size[d]; u++) {
+            const int64_t pos = u * p->stride[d] - p->pad_lo[d];
+            for (int64_t k = 0; k < p->k_size[d]; k++)
+                in += (uint64_t)(pos + k * p->dil[d]) < (uint64_t)p->x_size[d];
+        }
+        inside *= (double)in / ((double)p->y_size[d] * (double)p->k_size[d]);
+    }
+    return 1.0 - inside;
+}
+
 static ig_geom ig_geom_of(const xconv_canon *p)
 {
     ig_geom q;
@@ -185,7 +205,15 @@ static ig_geom ig_geom_of(const xconv_canon *p)
         pad_elems *= (double)p->x_size[i] + (double)p->pad_lo[i] + (double)p->pad_hi[i];
     const bool pad_ok = !tr && pad_elems <= 2.0 * x_elems + 65536.0;
     q.copy = q.vnni || !direct_x || (!tr && padded && p->cin_g < IG_SHORT_RUN && pad_ok);
-    q.pad_copy = q.copy && pad_ok;
+    /* VNNI's copy (x shifted to x') leaves the padding out, so that tiles can leave out the
+     * taps in the padding (skip), where those outweigh what the padded copy's longer runs
+     * (whole kernel rows) spare: i8 rn50_3x3_512 (18% padding, 512 channels) 729 -> 833
+     * GOP/s and rn50_3x3_256 (9%) 788 -> 850, but rn50_3x3_128 (5%) 809 -> 776, and c3d
+     * (13%, 64 channels) 837 -> 728 on 2 threads: runs of cin_g bytes cost about
+     * IG_VNNI_RUN_COST bytes more each. */
+    const bool vnni_skip = q.vnni && padded && p->op == XCONV_OP_CONV && p->cin_g >= IG_SHORT_RUN &&
+                           padding_share(p) * (double)p->cin_g > IG_VNNI_RUN_COST;
+    q.pad_copy = q.copy && pad_ok && !vnni_skip;
     const bool row_dense = q.copy ? true : p->x_ss[2] == p->cin;
     q.merge = !tr && p->dil[2] == 1 && p->groups == 1 && row_dense &&
               (q.pad_copy || (p->pad_lo[2] == 0 && p->pad_hi[2] == 0));
@@ -287,7 +315,7 @@ static ig_geom ig_geom_of(const xconv_canon *p)
     q.blob = q.psum + (q.vnni ? xconv__align64(sizeof(uint32_t) * (size_t)(q.panels * xconv__prod3(p->k_size) * q.g->nr)) : 0);
     /* Taps in the padding for all of a tile's positions are left out of its calls (the top
      * and bottom output rows of a padded 3x3 conv: a fifth of rn50_3x3_512's work at 7x7) */
-    q.skip = !tr && !q.vnni && !q.cf && !q.plain_x && padded && !q.pad_copy;
+    q.skip = !tr && !q.cf && !q.plain_x && padded && !q.pad_copy && !(q.vnni && q.merge);
     q.nonfinite = q.blob;
     if (q.skip) q.blob += 64;
     const size_t threads = (size_t)(p->threads > 0 ? p->threads : 1);
@@ -616,6 +644,28 @@ static void tap_init(const ig_task *t, const char *wpanel, const void *base, int
     }
 }
 
+/* VNNI conv, a tile that leaves out taps (skip): init for a call summing only the runs sel[0..
+ * kept) (ascending; one tap each, not merged) = the panel's init, which corrects for every
+ * tap, less the x' shift's correction of each tap left out. */
+static void skip_init(const ig_task *t, const void *base, int64_t panel, const int32_t *sel, int64_t kept,
+                      uint32_t *out)
+{
+    const ig_geom *q = t->q;
+    const int nr = q->g->nr;
+    const int64_t kk = xconv__prod3(t->e->p->k_size);
+    const uint32_t *psum = (const uint32_t *)(t->blob + q->psum);
+    const uint32_t scale = q->x_unsigned ? (uint32_t)0 - 128u : 128u;
+    memcpy(out, base, sizeof(uint32_t) * (size_t)nr);
+    for (int64_t k = 0, i = 0; k < kk; k++) {
+        if (i < kept && sel[i] == k) {
+            i++;
+            continue;
+        }
+        const uint32_t *ps = psum + (panel * kk + k) * nr;
+        for (int j = 0; j < nr; j++) out[j] -= scale * ps[j];
+    }
+}
+
 /* Whether this chunk's conv tiles run as a plain GEMM (t->plain_a, t->plain_y): tiles with
  * one run of one call each (1x1 kernels, merged 1-D ones, patch embeddings), no bounds
  * checks, and y written by the kernel (VNNI's fused narrow y, or y of the compute type in
@@ -787,6 +837,7 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
             const void **at = a + ti * mx * mr, **bt = b + ti * bstep;
             void **ct = c + ti * mr, **yt = yr + ti * mr;
             tl->mixed = false;
+            tl->own_init = false;
             if (tr) {
                 tl->runs =
                     transpose_tile(t, g, tile0 + ti, wpanel, at, bt, pos, &tl->m, &tl->mixed);
@@ -799,6 +850,10 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
                     tl->runs = conv_tile(t, g, tile0 + ti, runs, check, ts, at, &tl->m, tl->yel, &cursor);
                 if (ts) /* this panel's weights of the tile's own runs */
                     for (int64_t r = 0; r < tl->runs; r++) bt[r] = wpanel + runs[ts[r]].w;
+                if (ts && q->vnni && tl->runs < q->runs) {
+                    skip_init(t, init, panel, ts, tl->runs, tinit + ti * q->g->nr);
+                    tl->own_init = true;
+                }
             }
             tl->done = tl->m == 0;
             /* live positions come first in a tile, so rows i < m are exactly the live ones */
@@ -816,10 +871,12 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
                     run_mixed(t, tl, at, bt, a1, b1, init, ct, yt, cnt, wpanel, panel,
                               tinit + gt * q->g->nr);
                 else
-                    ig_call(q, 0, q->len, at, bt, init, ct, yt, tl->m, cnt, 0, true);
+                    ig_call(q, 0, q->len, at, bt, tl->own_init ? (const void *)(tinit + ti * q->g->nr) : init, ct, yt,
+                            tl->m, cnt, 0, true);
                 tl->done = true;
             } else if (q->vnni && tr) {
                 tap_init(t, wpanel, init, panel, bt, tl->runs, 1, tinit + ti * q->g->nr);
+                tl->own_init = true;
             }
             if (!tl->done && tl->runs > longest) longest = tl->runs;
         }
@@ -832,7 +889,7 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
                     if (tl->done || r0 >= tl->runs) continue;
                     const int64_t nt = tl->runs - r0 < rb ? tl->runs - r0 : rb;
                     ig_call(q, nt, q->len, a + ti * mx * mr + r0 * mr, b + ti * bstep + r0,
-                            q->vnni && tr ? (const void *)(tinit + ti * q->g->nr) : init,
+                            tl->own_init ? (const void *)(tinit + ti * q->g->nr) : init,
                             c + ti * mr, yr + ti * mr, tl->m, cnt, r0 > 0, r0 + nt == tl->runs);
                 }
         } else {
@@ -846,7 +903,7 @@ static void gemm_range(void *arg, int64_t begin, int64_t end, int slot)
                         for (int i = 0; i < mr; i++) a1[i] = (const char *)at[i] + (size_t)c0 * q->a_es;
                         b1[0] = (const char *)b[ti * bstep + r] + (size_t)c0 * q->b_row;
                         ig_call(q, 1, kl, a1, b1,
-                                q->vnni && tr ? (const void *)(tinit + ti * q->g->nr) : init,
+                                tl->own_init ? (const void *)(tinit + ti * q->g->nr) : init,
                                 c + ti * mr, yr + ti * mr, tl->m, cnt, r > 0 || c0 > 0,
                                 r == tl->runs - 1 && c0 + kl == q->len);
                     }

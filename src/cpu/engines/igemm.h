@@ -45,7 +45,8 @@ typedef struct ig_geom {
      * and VNNI's per-channel weight sums */
     size_t  wp, psum, blob;
     /* skip: conv may leave out of a tile's call the taps that lie in the padding for all of
-     * its positions (conv with unmaterialized padding, not VNNI, cf or lazy), when the
+     * its positions (conv with unmaterialized padding, not cf, lazy or VNNI with merged
+     * runs; VNNI's tiles then correct their init for their own taps only), when the
      * weights are finite (so that every term left out is an exact zero) and no bias value
      * is -0 (so that no sum is -0: adding a zero to any other value leaves it unchanged).
      * nonfinite: the blob's flag word, set by the packing when a packed weight is Inf or NaN. */
