@@ -626,22 +626,26 @@ static int64_t transpose_tile(const ig_task *t, int64_t g, int64_t tile, const c
     return r;
 }
 
+/* out[j] += sign * the x' shift's correction of tap k of the panel (sign 1 or -1, wrapping). */
+static void add_correction(const ig_task *t, int64_t panel, int64_t k, uint32_t sign, uint32_t *out)
+{
+    const ig_geom *q = t->q;
+    const int nr = q->g->nr;
+    const uint32_t *ps = (const uint32_t *)(t->blob + q->psum) + (panel * xconv__prod3(t->e->p->k_size) + k) * nr;
+    const uint32_t scale = sign * (q->x_unsigned ? (uint32_t)0 - 128u : 128u);
+    for (int j = 0; j < nr; j++) out[j] += scale * ps[j];
+}
+
 /* VNNI conv_transpose: init for a call summing runs b[0..runs) = the panel's bias row plus
  * the x' shift's correction over exactly those taps (b[r] locates tap k in the panel). */
 static void tap_init(const ig_task *t, const char *wpanel, const void *base, int64_t panel,
                      const void *const *b, int64_t runs, int64_t bstep, uint32_t *out)
 {
     const ig_geom *q = t->q;
-    const int nr = q->g->nr;
-    const int64_t kk = xconv__prod3(t->e->p->k_size);
-    const uint32_t *psum = (const uint32_t *)(t->blob + q->psum);
-    const uint32_t scale = q->x_unsigned ? (uint32_t)0 - 128u : 128u;
-    memcpy(out, base, sizeof(uint32_t) * (size_t)nr);
-    for (int64_t r = 0; r < runs; r++) {
-        const int64_t k = (int64_t)(((const char *)b[r * bstep] - wpanel) / (ptrdiff_t)(q->b_row * (size_t)q->cin_r));
-        const uint32_t *ps = psum + (panel * kk + k) * nr;
-        for (int j = 0; j < nr; j++) out[j] += scale * ps[j];
-    }
+    memcpy(out, base, sizeof(uint32_t) * (size_t)q->g->nr);
+    for (int64_t r = 0; r < runs; r++)
+        add_correction(t, panel, (int64_t)(((const char *)b[r * bstep] - wpanel) / (ptrdiff_t)(q->b_row * (size_t)q->cin_r)),
+                       1u, out);
 }
 
 /* VNNI conv, a tile that leaves out taps (skip): init for a call summing only the runs sel[0..
@@ -650,19 +654,12 @@ static void tap_init(const ig_task *t, const char *wpanel, const void *base, int
 static void skip_init(const ig_task *t, const void *base, int64_t panel, const int32_t *sel, int64_t kept,
                       uint32_t *out)
 {
-    const ig_geom *q = t->q;
-    const int nr = q->g->nr;
-    const int64_t kk = xconv__prod3(t->e->p->k_size);
-    const uint32_t *psum = (const uint32_t *)(t->blob + q->psum);
-    const uint32_t scale = q->x_unsigned ? (uint32_t)0 - 128u : 128u;
-    memcpy(out, base, sizeof(uint32_t) * (size_t)nr);
-    for (int64_t k = 0, i = 0; k < kk; k++) {
-        if (i < kept && sel[i] == k) {
+    memcpy(out, base, sizeof(uint32_t) * (size_t)t->q->g->nr);
+    for (int64_t k = 0, i = 0; k < xconv__prod3(t->e->p->k_size); k++) {
+        if (i < kept && sel[i] == k)
             i++;
-            continue;
-        }
-        const uint32_t *ps = psum + (panel * kk + k) * nr;
-        for (int j = 0; j < nr; j++) out[j] -= scale * ps[j];
+        else
+            add_correction(t, panel, k, (uint32_t)0 - 1u, out);
     }
 }
 
