@@ -77,6 +77,15 @@ static int64_t union_taps(const layout *L, const int (*cls)[3], int n)
 {
     const xconv_canon *p = L->p;
     int64_t count = 0;
+    if (n == 1) { /* most tiles: one class, its ranges' product (the walk below took 0.9% of
+                   * f32 c3d's time per execute, before the threads start) */
+        count = 1;
+        for (int i = 0; i < 3; i++) {
+            const tap_range *rg = &L->r[i][cls[0][i]];
+            count *= rg->kmax >= rg->kmin ? rg->kmax - rg->kmin + 1 : 0;
+        }
+        return count;
+    }
     for (int64_t k0 = 0; k0 < p->k_size[0]; k0++)
         for (int64_t k1 = 0; k1 < p->k_size[1]; k1++)
             for (int64_t k2 = 0; k2 < p->k_size[2]; k2++) {
