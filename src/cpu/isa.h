@@ -15,6 +15,10 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
+
+/* This core's L2 cache in bytes (sysconf, asked once per process), or 0 where unknown. */
+size_t xconv__l2_bytes(void);
 
 /* probe()'s answer, asked once per process (*state: 0 not yet, 1 yes, 2 no): CPU probes
  * run cpuid, which traps under a hypervisor, and every plan asks. */

@@ -22,7 +22,7 @@
  * (amx_run: rn50_3x3_512's 7x7 outputs, the first and last planes of a 3-D conv).
  *
  * Work units are (group, panel of 32 output channels, block of 32 virtual rows), ordered
- * by group, then by a range of panels whose weights fit in L2 (about 1 MiB), then by block,
+ * by group, then by a range of panels whose weights fit in half of L2, then by block,
  * then by panel: a block's A rows stay in L1 while the range's panels use them, and each
  * thread's static range of units keeps few panels' weights hot. One unit per output, so
  * results are the same bits for any thread count. y is written from each block's C (the bias
@@ -39,18 +39,33 @@
  */
 #include "cpu/engines/amx.h"
 #include "cpu/engines/igemm.h"
+#include "cpu/isa.h"
 
 #include <stdatomic.h>
 #include <string.h>
 
 #define AMX_XBUF_BYTES ((size_t)8 << 20) /* the copy of x per chunk of images */
 #define AMX_SEGMENT    64              /* positions per piece of the copy of x */
-#define AMX_L2_WEIGHTS ((size_t)1 << 20) /* packed weights a thread keeps in L2 */
+#define AMX_L2_WEIGHTS_MIN ((size_t)128 << 10) /* bounds on the packed weights a thread keeps */
+#define AMX_L2_WEIGHTS_MAX ((size_t)1 << 20)   /* in L2 (a range of panels) */
 #define AMX_SAFE_EMIN  (254 - 90)        /* emin(x) + emin(w) below this: f32 fallback */
 #define AMX_L1_WEIGHTS ((size_t)16 << 10)  /* a panel group's weights kept in L1 (b_keep) */
 #define AMX_LEAN_TAKE  4                  /* units lean_range takes at once */
 
 extern const xconv_engine xconv__engine_cpu_igemm;
+
+/* Packed weights a thread keeps in L2, a range of panels that its blocks run over in turn:
+ * half of L2 (1 MiB on the Intel AMX VM's 2 MiB). On the Zen 4 VM (1 MiB) the whole L2 held
+ * rn50_3x3_512's 3 panels of 295 KB beside the blocks' rows of x and spilled: with half of
+ * it, 1 panel at a time, bf16 485 -> 511 GFLOP/s on 2 threads (A/B medians of 5). */
+static size_t amx_l2_weights(void)
+{
+    const size_t half = xconv__l2_bytes() / 2;
+    return !half                      ? AMX_L2_WEIGHTS_MAX / 2
+           : half < AMX_L2_WEIGHTS_MIN ? AMX_L2_WEIGHTS_MIN
+           : half > AMX_L2_WEIGHTS_MAX ? AMX_L2_WEIGHTS_MAX
+                                       : half;
+}
 
 /* The tile kind for p's dtypes, or -1. */
 static int amx_kind_of(const xconv_canon *p)
@@ -453,7 +468,7 @@ static void amx_geom_of(const xconv_canon *p, amx_geom *q, bool vec)
     q->span = q->row ? ((int64_t)q->cp * q->es + (int64_t)q->row_bytes - 1) / (int64_t)q->row_bytes - 1 : 0;
     {
         const double panel_bytes = (double)q->tap_bytes * (double)q->wtaps;
-        const int64_t wide = (int64_t)((double)AMX_L2_WEIGHTS / panel_bytes);
+        const int64_t wide = (int64_t)((double)amx_l2_weights() / panel_bytes);
         q->wide = wide < 1 ? 1 : wide > q->panels ? q->panels : wide;
         q->b_keep = panel_bytes * (double)q->wide <= AMX_L1_WEIGHTS;
     }

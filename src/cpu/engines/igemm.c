@@ -38,11 +38,11 @@
  * Assumes: a validated canonical problem on the CPU.
  */
 #include "cpu/engines/igemm.h"
+#include "cpu/isa.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define IG_MAX_RUNS      4096              /* pointer arrays per thread stay small */
 #define IG_CHUNK_BYTES   ((size_t)8 << 20) /* the converted-x buffer per chunk of images */
@@ -140,20 +140,14 @@ static int64_t runners_fit(const ig_geom *q, double budget, size_t threads)
  * suite 2-8% faster in f32 on 2 threads than the earlier fixed 64 KiB (rn50_3x3_128 212 ->
  * 226 GFLOP/s). The split does not change any sum's order, only where C is reloaded.
  */
-static _Atomic long block_bytes; /* 0: not asked yet; sysconf runs cpuid, which traps in a VM */
+static _Atomic long block_bytes; /* 0: the default (half of L2), else the tests' size */
 
 static size_t kc_bytes(void)
 {
-    long b = atomic_load_explicit(&block_bytes, memory_order_relaxed);
-    if (!b) {
-        long l2 = -1;
-#ifdef _SC_LEVEL2_CACHE_SIZE
-        l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-#endif
-        b = l2 <= 0 ? IG_KC_DEFAULT : l2 / 2 < IG_KC_MIN ? IG_KC_MIN : l2 / 2 > IG_KC_MAX ? IG_KC_MAX : l2 / 2;
-        atomic_store_explicit(&block_bytes, b, memory_order_relaxed);
-    }
-    return (size_t)b;
+    const long b = atomic_load_explicit(&block_bytes, memory_order_relaxed);
+    if (b) return (size_t)b;
+    const size_t half = xconv__l2_bytes() / 2;
+    return !half ? IG_KC_DEFAULT : half < IG_KC_MIN ? IG_KC_MIN : half > IG_KC_MAX ? IG_KC_MAX : half;
 }
 
 void xconv__igemm_set_block_bytes(size_t bytes)
