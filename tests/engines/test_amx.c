@@ -114,11 +114,13 @@ static const table_case RUN_CASES[] = {
      CV, 1, 1, 128, 20, 1, {75}, {3}, {2}, {1}, {1}, {1}, {0}},
     {"conv2d 3x3 pad 1 over 9x9, 128 channels: lines 1-7 by column, the middle's second block from mid-line",
      CV, 2, 1, 128, 36, 1, {9, 9}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}},
+    {"conv2d 1x161 pad 80 over 2x80, 128 channels: 80 column ranges, more than runs hold (whole lines)",
+     CV, 2, 1, 128, 8, 1, {2, 80}, {1, 161}, {1, 1}, {1, 1}, {0, 80}, {0, 80}, {0}},
 };
 /* the runs each case makes, and whether it reads x through tables of rows (x read in place
  * for at least 4 steps of channels, 128) or copies it */
-static const int RUNS_WANTED[] = {5, 20, 6, 15, 5, 0, 4, 0, 5};
-static const bool GATHER_WANTED[] = {true, false, true, false, false, false, true, true, true};
+static const int RUNS_WANTED[] = {5, 20, 6, 15, 5, 0, 4, 0, 5, 0};
+static const bool GATHER_WANTED[] = {true, false, true, false, false, false, true, true, true, true};
 /* clang-format on */
 #define NCASES ((int)(sizeof CASES / sizeof CASES[0]))
 #define NRUN_CASES ((int)(sizeof RUN_CASES / sizeof RUN_CASES[0]))

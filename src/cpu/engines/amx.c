@@ -194,7 +194,8 @@ static void vec_runs(const xconv_canon *p, amx_geom *q)
     int64_t s2[AMX_MAX_RUNS], n2[AMX_MAX_RUNS], lo2[AMX_MAX_RUNS], hi2[AMX_MAX_RUNS];
     const int r0 = dim_runs(p, 0, sb->m[0], s0, n0, lo0, hi0);
     int r1 = dim_runs(p, 1, sb->m[1], s1, n1, lo1, hi1);
-    const int r2 = q->row || k2 == 1 || m2 > 1 << 16 ? 1 : dim_runs(p, 2, m2, s2, n2, lo2, hi2);
+    int r2 = q->row || k2 == 1 || m2 > 1 << 16 ? 1 : dim_runs(p, 2, m2, s2, n2, lo2, hi2);
+    if (r2 > AMX_MAX_RUNS) r2 = 1; /* too many: whole lines only */
     if (r0 > AMX_MAX_RUNS) return;
     if (r1 > AMX_MAX_RUNS || (r1 > 1 && sb->m[0] * r1 > AMX_MAX_RUNS)) {
         r1 = 1, s1[0] = 0, n1[0] = sb->m[1], lo1[0] = 0, hi1[0] = p->k_size[1] - 1;  /* dim 0 alone */
@@ -225,7 +226,7 @@ static void vec_runs(const xconv_canon *p, amx_geom *q)
         const int64_t count = ln->rows / m2;
         double whole = (double)vec_run_rows(ln->rows) * (double)run_taps(ln), split = 0;
         amx_run cols[AMX_MAX_RUNS];
-        for (int c = 0; c < r2; c++) {
+        for (int c = 0; r2 > 1 && c < r2; c++) {
             cols[c] = *ln;
             cols[c].i0 = ln->i0 + s2[c], cols[c].rows = count * n2[c];
             cols[c].c0 = s2[c], cols[c].cw = n2[c];
