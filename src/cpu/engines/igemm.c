@@ -48,6 +48,7 @@
 #define IG_CHUNK_BYTES   ((size_t)8 << 20) /* the converted-x buffer per chunk of images */
 #define IG_SHORT_RUN     16                /* below this, padded runs are worth a copy */
 #define IG_VNNI_RUN_COST 16.0              /* a VNNI run's own cost, in bytes of its reduction */
+#define IG_PAD_SCAN      (1 << 16)         /* outputs near the ends padding_share looks at */
 #define IG_KC_MIN        (64 << 10)        /* bounds on a reduction block's packed weights */
 #define IG_KC_MAX        (1 << 20)
 #define IG_KC_DEFAULT    (512 << 10)       /* where the L2 size is not known */
@@ -155,18 +156,31 @@ void xconv__igemm_set_block_bytes(size_t bytes)
     atomic_store_explicit(&block_bytes, (long)bytes, memory_order_relaxed);
 }
 
-/* The fraction of conv's terms (output position x tap) that read padding. */
+/* Taps of output u along dim d that read x (one range of kernel indices). */
+static int64_t taps_inside(const xconv_canon *p, int d, int64_t u)
+{
+    const int64_t pos = u * p->stride[d] - p->pad_lo[d], end = p->x_size[d] - 1 - pos, t = p->dil[d];
+    const int64_t kmin = pos >= 0 ? 0 : (-pos + t - 1) / t;
+    const int64_t kmax = end < 0 ? -1 : end / t < p->k_size[d] - 1 ? end / t : p->k_size[d] - 1;
+    return kmax >= kmin ? kmax - kmin + 1 : 0;
+}
+
+/* The fraction of conv's terms (output position x tap) that read padding. Per dim, only the
+ * outputs before lo and from hi on can read padding (those between read x with every tap);
+ * where they are more than IG_PAD_SCAN (huge padding), the answer is 1: mostly padding. */
 static double padding_share(const xconv_canon *p)
 {
     double inside = 1.0;
     for (int d = 0; d < 3; d++) {
-        int64_t in = 0;
-        for (int64_t u = 0; u < p->y_size[d]; u++) {
-            const int64_t pos = u * p->stride[d] - p->pad_lo[d];
-            for (int64_t k = 0; k < p->k_size[d]; k++)
-                in += (uint64_t)(pos + k * p->dil[d]) < (uint64_t)p->x_size[d];
-        }
-        inside *= (double)in / ((double)p->y_size[d] * (double)p->k_size[d]);
+        const int64_t Y = p->y_size[d], K = p->k_size[d], s = p->stride[d];
+        /* every tap inside: pos >= 0 and pos + (K - 1) dil <= X - 1 */
+        const int64_t a = (p->pad_lo[d] + s - 1) / s, last = p->x_size[d] - 1 - (K - 1) * p->dil[d] + p->pad_lo[d];
+        const int64_t lo = a < Y ? a : Y, b = last < 0 ? 0 : last / s + 1, hi = b > Y ? Y : b < lo ? lo : b;
+        if (lo + (Y - hi) > IG_PAD_SCAN) return 1.0;
+        int64_t in = (hi - lo) * K;
+        for (int64_t u = 0; u < lo; u++) in += taps_inside(p, d, u);
+        for (int64_t u = hi; u < Y; u++) in += taps_inside(p, d, u);
+        inside *= (double)in / ((double)Y * (double)K);
     }
     return 1.0 - inside;
 }
@@ -648,8 +662,9 @@ static void tap_init(const ig_task *t, const char *wpanel, const void *base, int
 static void skip_init(const ig_task *t, const void *base, int64_t panel, const int32_t *sel, int64_t kept,
                       uint32_t *out)
 {
+    const int64_t kk = xconv__prod3(t->e->p->k_size);
     memcpy(out, base, sizeof(uint32_t) * (size_t)t->q->g->nr);
-    for (int64_t k = 0, i = 0; k < xconv__prod3(t->e->p->k_size); k++) {
+    for (int64_t k = 0, i = 0; k < kk; k++) {
         if (i < kept && sel[i] == k)
             i++;
         else
