@@ -55,6 +55,8 @@ static const table_case CASES[] = {
      CV, 2, 2, 96, 40, 1, {7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, {0}},
     {"conv2d 3x3 pad 3 over 2x3, 64 channels: padding left out, tiles with no tap in x (y = bias)",
      CV, 2, 1, 64, 20, 1, {2, 3}, {3, 3}, {1, 1}, {1, 1}, {3, 3}, {3, 3}, {0}},
+    {"conv2d 3x3 pad 2:0 over 3x8, 64 channels: padding left out by runs of whole kernel rows",
+     CV, 2, 2, 64, 24, 1, {3, 8}, {3, 3}, {1, 1}, {1, 1}, {2, 0}, {2, 0}, {0}},
     {"conv2d 1x1 over 1100 channels: a run sliced",
      CV, 2, 1, 1100, 20, 1, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, {0}},
     {"conv2d stride 2 dilation 2 asymmetric padding, 130 channels",

@@ -137,15 +137,6 @@ static int64_t vec_block_rows(int64_t rows)
 /* Rows computed for `rows` outputs in blocks of 32. */
 static int64_t vec_run_rows(int64_t rows) { return rows / 32 * 32 + vec_block_rows(rows % 32); }
 
-/* Conv along dim d: the kernel indices [*lo, *hi] with which output u reads inside x (the
- * others read padding; *lo > *hi: none). */
-static void tap_range(const xconv_canon *p, int d, int64_t u, int64_t *lo, int64_t *hi)
-{
-    const int64_t pos = u * p->stride[d] - p->pad_lo[d], t = p->dil[d], last = p->x_size[d] - 1 - pos;
-    *lo = pos >= 0 ? 0 : (-pos + t - 1) / t;
-    *hi = last < 0 ? -1 : last / t < p->k_size[d] - 1 ? last / t : p->k_size[d] - 1;
-}
-
 /* Runs of outputs u along dim d (m of them) with the same tap range: their starts, counts
  * and ranges into the arrays, the number of runs returned (AMX_MAX_RUNS + 1: too many). */
 static int dim_runs(const xconv_canon *p, int d, int64_t m, int64_t *start, int64_t *len, int64_t *lo, int64_t *hi)
@@ -153,7 +144,7 @@ static int dim_runs(const xconv_canon *p, int d, int64_t m, int64_t *start, int6
     int n = 0;
     for (int64_t u = 0; u < m; u++) {
         int64_t a, b;
-        tap_range(p, d, u, &a, &b);
+        xconv__tap_span(p, d, u, &a, &b);
         if (n && lo[n - 1] == a && hi[n - 1] == b) {
             len[n - 1]++;
             continue;
@@ -233,8 +224,8 @@ static void vec_runs(const xconv_canon *p, amx_geom *q)
             cols[c].klo[2] = lo2[c], cols[c].khi[2] = hi2[c];
             split += (double)vec_run_rows(cols[c].rows) * (double)run_taps(&cols[c]);
         }
+        /* (room for r2 runs and one for each run of lines after this one) */
         const bool by_cols = r2 > 1 && split < 0.985 * whole && n + r2 <= AMX_MAX_RUNS - (nl - 1 - i);
-        if (n + (by_cols ? r2 : 1) > AMX_MAX_RUNS) return;
         if (by_cols)
             for (int c = 0; c < r2; c++) run[n++] = cols[c];
         else

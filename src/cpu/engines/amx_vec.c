@@ -8,8 +8,7 @@
  * pair p of a row is one broadcast 32-bit value. C's 32 rows run in groups of 12 (24 sums in
  * registers, 2 B vectors, 1 broadcast), the last ones of exactly the rows left (1-12,
  * xconv__amx_vec_group; before, 8 or 4 with rows computed and dropped: rn50_3x3_512 bf16
- * 438 -> 458 GFLOP/s on 2 threads); rows of a group past the live ones (none with those
- * groups) read the last live row again (inside A) and are not stored. Rows may
+ * 438 -> 458 GFLOP/s on 2 threads), so every row of a group is an output. Rows may
  * lie anywhere in A (row_off, or per tap: rows): cpu.avx512bf16 numbers its rows over the
  * outputs, not over the plane grid as the tiles must, so no row is computed and dropped, and
  * reads padded x in place through tables of rows; for a dense bf16 or f32 y the sums go from
@@ -68,9 +67,9 @@ vec_step(__m512 acc[12][2], const char *const *ar, const char *b, int64_t s, con
     }
 }
 
-/* Rows r0 .. r0 + R - 1 of the block (R a constant, 1-12), of which `live` are stored. */
+/* Rows r0 .. r0 + R - 1 of the block (R a constant, 1-12). */
 static inline __attribute__((always_inline)) VEC_TARGET void
-vec_rows(const amx_block_args *k, const int R, int r0, int live)
+vec_rows(const amx_block_args *k, const int R, int r0)
 {
     __m512 acc[12][2];
     XCONV_UNROLL for (int r = 0; r < R; r++) {
@@ -84,12 +83,12 @@ vec_rows(const amx_block_args *k, const int R, int r0, int live)
     }
     const int lp = k->last_pairs ? k->last_pairs : 16;
     const int64_t full = k->ksteps - (lp < 16); /* steps of 16 pairs per tap */
-    int64_t off[12]; /* row r0 + r's offset from a tap's A, clamped to the live rows */
-    XCONV_UNROLL for (int r = 0; r < R; r++) off[r] = k->row_off[r0 + (r < live ? r : live - 1)];
+    int64_t off[12]; /* row r0 + r's offset from a tap's A */
+    XCONV_UNROLL for (int r = 0; r < R; r++) off[r] = k->row_off[r0 + r];
     for (int64_t t = 0; t < k->ntaps; t++) {
         const char *ar[12]; /* the rows of A for this tap */
         XCONV_UNROLL for (int r = 0; r < R; r++)
-            ar[r] = k->rows ? k->rows[t * 32 + r0 + (r < live ? r : live - 1)] : k->a[t] + off[r];
+            ar[r] = k->rows ? k->rows[t * 32 + r0 + r] : k->a[t] + off[r];
         const char *b = k->b[t];
         int64_t s = 0;
         for (; s < full; s++, b += 2048) vec_step(acc, ar, b, s, R, 16);
@@ -106,7 +105,6 @@ vec_rows(const amx_block_args *k, const int R, int r0, int live)
         const __mmask16 m1 = (__mmask16)(cnt >= 32 ? 0xffff : cnt > 16 ? (1u << (cnt - 16)) - 1 : 0);
         const __mmask32 m32 = (__mmask32)(cnt >= 32 ? 0xffffffffu : (1u << cnt) - 1);
         XCONV_UNROLL for (int r = 0; r < R; r++) {
-            if (r >= live) continue;
             char *yr = k->y + k->y_off[r0 + r];
             if (k->y_bf16) { /* round to nearest even, as amx_store.c */
                 _mm512_mask_storeu_epi16(yr, m32, (__m512i)_mm512_cvtne2ps_pbh(acc[r][1], acc[r][0]));
@@ -118,7 +116,6 @@ vec_rows(const amx_block_args *k, const int R, int r0, int live)
         return;
     }
     XCONV_UNROLL for (int r = 0; r < R; r++) {
-        if (r >= live) continue;
         float *cr = (float *)((char *)k->c + (size_t)(r0 + r) * 128);
         _mm512_storeu_ps(cr, acc[r][0]);
         _mm512_storeu_ps(cr + 16, acc[r][1]);
@@ -134,11 +131,10 @@ VEC_TARGET void xconv__amx_vec_block(const amx_block_args *k)
     if (k->between) k->between(k->between_arg);
     const int rows = k->m0 + k->m1;
     for (int r0 = 0; r0 < rows;) {
-        const int left = rows - r0, group = xconv__amx_vec_group(left);
-        const int live = left < group ? left : group;
+        const int group = xconv__amx_vec_group(rows - r0); /* at most the rows left */
         switch (group) { /* R a constant in each */
 #define VEC_GROUP(R) \
-    case R: vec_rows(k, R, r0, live); break;
+    case R: vec_rows(k, R, r0); break;
             VEC_GROUP(1) VEC_GROUP(2) VEC_GROUP(3) VEC_GROUP(4) VEC_GROUP(5) VEC_GROUP(6)
             VEC_GROUP(7) VEC_GROUP(8) VEC_GROUP(9) VEC_GROUP(10) VEC_GROUP(11) VEC_GROUP(12)
 #undef VEC_GROUP

@@ -156,13 +156,12 @@ void xconv__igemm_set_block_bytes(size_t bytes)
     atomic_store_explicit(&block_bytes, (long)bytes, memory_order_relaxed);
 }
 
-/* Taps of output u along dim d that read x (one range of kernel indices). */
+/* Taps of output u along dim d that read x. */
 static int64_t taps_inside(const xconv_canon *p, int d, int64_t u)
 {
-    const int64_t pos = u * p->stride[d] - p->pad_lo[d], end = p->x_size[d] - 1 - pos, t = p->dil[d];
-    const int64_t kmin = pos >= 0 ? 0 : (-pos + t - 1) / t;
-    const int64_t kmax = end < 0 ? -1 : end / t < p->k_size[d] - 1 ? end / t : p->k_size[d] - 1;
-    return kmax >= kmin ? kmax - kmin + 1 : 0;
+    int64_t lo, hi;
+    xconv__tap_span(p, d, u, &lo, &hi);
+    return hi - lo + 1;
 }
 
 /* The fraction of conv's terms (output position x tap) that read padding. Per dim, only the
@@ -323,7 +322,7 @@ static ig_geom ig_geom_of(const xconv_canon *p)
     q.blob = q.psum + (q.vnni ? xconv__align64(sizeof(uint32_t) * (size_t)(q.panels * xconv__prod3(p->k_size) * q.g->nr)) : 0);
     /* Taps in the padding for all of a tile's positions are left out of its calls (the top
      * and bottom output rows of a padded 3x3 conv: a fifth of rn50_3x3_512's work at 7x7) */
-    q.skip = !tr && !q.cf && !q.plain_x && padded && !q.pad_copy && !(q.vnni && q.merge);
+    q.skip = !tr && !q.cf && !q.plain_x && padded && !q.pad_copy;
     q.nonfinite = q.blob;
     if (q.skip) q.blob += 64;
     const size_t threads = (size_t)(p->threads > 0 ? p->threads : 1);
@@ -656,19 +655,19 @@ static void tap_init(const ig_task *t, const char *wpanel, const void *base, int
                        1u, out);
 }
 
-/* VNNI conv, a tile that leaves out taps (skip): init for a call summing only the runs sel[0..
- * kept) (ascending; one tap each, not merged) = the panel's init, which corrects for every
- * tap, less the x' shift's correction of each tap left out. */
+/* VNNI conv, a tile that leaves out runs (skip): init for a call summing only the runs
+ * sel[0..kept) (ascending) = the panel's init, which corrects for every tap, less the x'
+ * shift's correction of each tap of a run left out (tap k lies in run k / per_run: merged
+ * kernel dims are the innermost). */
 static void skip_init(const ig_task *t, const void *base, int64_t panel, const int32_t *sel, int64_t kept,
                       uint32_t *out)
 {
-    const int64_t kk = xconv__prod3(t->e->p->k_size);
+    const int64_t kk = xconv__prod3(t->e->p->k_size), per_run = kk / t->q->runs;
     memcpy(out, base, sizeof(uint32_t) * (size_t)t->q->g->nr);
     for (int64_t k = 0, i = 0; k < kk; k++) {
-        if (i < kept && sel[i] == k)
-            i++;
-        else
-            add_correction(t, panel, k, (uint32_t)0 - 1u, out);
+        const int64_t r = k / per_run;
+        while (i < kept && sel[i] < r) i++;
+        if (i == kept || sel[i] != r) add_correction(t, panel, k, (uint32_t)0 - 1u, out);
     }
 }
 

@@ -45,8 +45,8 @@ typedef struct ig_geom {
      * and VNNI's per-channel weight sums */
     size_t  wp, psum, blob;
     /* skip: conv may leave out of a tile's call the taps that lie in the padding for all of
-     * its positions (conv with unmaterialized padding, not cf, lazy or VNNI with merged
-     * runs; VNNI's tiles then correct their init for their own taps only), when the
+     * its positions (conv with unmaterialized padding, not cf or lazy; VNNI's tiles then
+     * correct their init for the taps of their own runs only), when the
      * weights are finite (so that every term left out is an exact zero) and no bias value
      * is -0 (so that no sum is -0: adding a zero to any other value leaves it unchanged).
      * nonfinite: the blob's flag word, set by the packing when a packed weight is Inf or NaN. */
@@ -74,6 +74,18 @@ double xconv__igemm_budget(const xconv_canon *p);
 void xconv__igemm_set_block_bytes(size_t bytes);
 
 static inline size_t xconv__align64(size_t v) { return (v + 63) & ~(size_t)63; }
+
+/* Conv along spatial dim d: the kernel indices [*lo, *hi] with which output u reads inside x
+ * (the others read padding); none: [0, -1]. (No -pos + dil - 1: dil may be huge.) */
+static inline void xconv__tap_span(const xconv_canon *p, int d, int64_t u, int64_t *lo, int64_t *hi)
+{
+    const int64_t pos = u * p->stride[d] - p->pad_lo[d], dil = p->dil[d], X = p->x_size[d];
+    int64_t kmin = pos >= 0 ? 0 : -pos / dil + (-pos % dil != 0);
+    int64_t kmax = pos >= X ? -1 : (X - 1 - pos) / dil;
+    if (kmax > p->k_size[d] - 1) kmax = p->k_size[d] - 1;
+    if (kmin > kmax) kmin = 0, kmax = -1;
+    *lo = kmin, *hi = kmax;
+}
 
 /* A box of conv's output positions: every image of the chunk, and j_i in [lo[i], hi[i]) per
  * spatial dim, walked in raster order; its positions are numbers pos0 .. pos0 + count - 1 of

@@ -39,14 +39,10 @@ typedef struct tap_range {
  * IG_RANGES. */
 static int dim_ranges(const xconv_canon *p, int i, tap_range *r)
 {
-    const int64_t K = p->k_size[i], dil = p->dil[i], X = p->x_size[i];
     int n = 0;
     for (int64_t j = 0; j < p->y_size[i]; j++) {
-        const int64_t b = j * p->stride[i] - p->pad_lo[i]; /* where tap 0 reads x */
-        int64_t kmin = b >= 0 ? 0 : -b / dil + (-b % dil != 0); /* no -b + dil - 1: dil may be huge */
-        int64_t kmax = b >= X ? -1 : (X - 1 - b) / dil;
-        if (kmax > K - 1) kmax = K - 1;
-        if (kmin > kmax) kmin = 0, kmax = -1;
+        int64_t kmin, kmax;
+        xconv__tap_span(p, i, j, &kmin, &kmax);
         if (n && kmin == r[n - 1].kmin && kmax == r[n - 1].kmax) {
             r[n - 1].hi = j + 1;
             continue;
