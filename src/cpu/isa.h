@@ -1,6 +1,7 @@
 /*
- * isa.h — what the CPU kernels share about instruction sets: whether x86 target attributes
- * are available, the attributes themselves, and a loop-unrolling pragma for both compilers.
+ * isa.h — what the CPU kernels share about the machine: whether x86 target attributes are
+ * available, the attributes themselves, a loop-unrolling pragma for both compilers, and the
+ * L2 cache's size (cache.c).
  */
 #ifndef XCONV_CPU_ISA_H
 #define XCONV_CPU_ISA_H
