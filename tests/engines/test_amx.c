@@ -362,6 +362,24 @@ static void check_runs(void)
             check_padding_terms(CTX, "cpu.avx512bf16", &RUN_CASES[ci], XCONV_DTYPE_BF16, kind, &r);
 }
 
+/* cpu.avx512bf16's straight-line kernel for whole blocks (32 positions x 32 channels of a 1x1
+ * conv into bf16 y, xconv__amx_vec_lean): 2 images of 96 positions and 96 outputs are whole
+ * blocks and panels only, with and without a bias. */
+static void check_whole_blocks(const char *engine)
+{
+    static const table_case c = {"conv2d 1x1 in place, 64 channels, 2 images of 8x12, 96 out (whole blocks)",
+                                 CV, 2, 2, 64, 96, 1, {8, 12}, {1, 1}, {1, 1}, {1, 1}, {0, 0}, {0, 0}, {0}};
+    for (int bias = 0; bias < 2; bias++) {
+        dense_problem d = dense_of_case(&c, XCONV_LAYOUT_CHANNELS_LAST, XCONV_DTYPE_BF16, XCONV_DTYPE_BF16, bias);
+        tu_rng r = {0x1ea0b10c + (uint64_t)bias};
+        fill_all(&d.x, &r), fill_all(&d.w, &r), fill_all(&d.b, &r);
+        char label[200];
+        snprintf(label, sizeof label, "%s%s", c.name, bias ? ", bias" : "");
+        check_against_ref(engine, &d, label);
+        dense_free(&d);
+    }
+}
+
 /* Every check of an engine the CPU runs, over the dtype pairs it serves. */
 static void check_engine(const char *engine, int npairs)
 {
@@ -390,6 +408,7 @@ int main(void)
         check_absent("cpu.avx512bf16", "AVX512-BF16");
     } else {
         check_engine("cpu.avx512bf16", NFLOAT_PAIRS);
+        check_whole_blocks("cpu.avx512bf16");
         check_runs();
     }
     for (int t = 1; t <= 3; t++) xconv_context_destroy(CTX[t]);

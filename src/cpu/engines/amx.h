@@ -88,6 +88,11 @@ void xconv__amx_release(amx_thread *th);
  * VL and BF16 (which the stores and copies around the blocks need too). */
 bool xconv__amx_vec_available(void);
 void xconv__amx_vec_block(const amx_block_args *k);
+/* xconv__amx_vec_block for a whole block of one tap: 32 rows of A lda apart, ksteps whole
+ * steps, init NULL or the bias tile, and all 32 values of each row into y as bf16, rows ystep
+ * bytes apart */
+void xconv__amx_vec_lean(const char *a, size_t lda, const char *b, int64_t ksteps, const void *init,
+                         char *y, int64_t ystep);
 
 /* The rows xconv__amx_vec_block computes for the next group of a block with `left` rows to
  * go: 12 while at least 4 would be left after them, 13-15 in two near-halves, and the rest

@@ -16,6 +16,13 @@
  * 4, 8 or 12 of its 16 pairs where the reduction ends there (the rest would meet zero
  * weights): a first layer's 7 pixels x 3 channels compute 24 values, not 32.
  *
+ * Whole blocks of one tap into bf16 y (lean_range's 1x1 blocks of 32 x 32) take
+ * xconv__amx_vec_lean, the same steps in straight-line code with its arguments in registers:
+ * 7% faster than the general block on one thread (rn50_1x1_256 bf16 blocks alone, 212 -> 227
+ * GFLOP/s). Which part of the general block costs that was not found: its bias rows, masked
+ * stores, row tables, step loop, function size and per-row stores were each changed alone
+ * without a gain (BENCHMARKS.md, twenty-seventh session).
+ *
  * vdpbf16ps, like AMX, treats bf16 denormals as zero and flushes denormal sums (amx.c checks
  * the exponents and sends such inputs to the f32 kernels); each lane adds its two exact
  * products in a fixed order, so results do not depend on the blocking or the threads.
@@ -122,6 +129,31 @@ vec_rows(const amx_block_args *k, const int R, int r0)
     }
 }
 
+/* Rows [0, R) of a whole block of lean_range's (xconv__amx_vec_lean): A's rows lda apart, B's
+ * steps 2048 bytes apart, every step of 16 pairs, 32 bf16 values per row into y. */
+static inline __attribute__((always_inline)) VEC_TARGET void
+lean_rows(const char *a, size_t lda, const char *b, int64_t ksteps, const float *init, char *y,
+          int64_t ystep, const int R)
+{
+    __m512 acc[12][2];
+    const __m512 i0 = init ? _mm512_loadu_ps(init) : _mm512_setzero_ps();
+    const __m512 i1 = init ? _mm512_loadu_ps(init + 16) : _mm512_setzero_ps();
+    XCONV_UNROLL for (int r = 0; r < R; r++) acc[r][0] = i0, acc[r][1] = i1;
+    const char *ar[12];
+    XCONV_UNROLL for (int r = 0; r < R; r++) ar[r] = a + (size_t)r * lda;
+    for (int64_t s = 0; s < ksteps; s++, b += 2048) vec_step(acc, ar, b, s, R, 16);
+    XCONV_UNROLL for (int r = 0; r < R; r++)
+        _mm512_storeu_si512(y + r * ystep, (__m512i)_mm512_cvtne2ps_pbh(acc[r][1], acc[r][0]));
+}
+
+VEC_TARGET void xconv__amx_vec_lean(const char *a, size_t lda, const char *b, int64_t ksteps,
+                                    const void *init, char *y, int64_t ystep)
+{
+    lean_rows(a, lda, b, ksteps, init, y, ystep, 12);
+    lean_rows(a + 12 * lda, lda, b, ksteps, init, y + 12 * ystep, ystep, 12);
+    lean_rows(a + 24 * lda, lda, b, ksteps, init, y + 24 * ystep, ystep, 8);
+}
+
 /* The groups inlined into one function rather than called out of line per group: faster
  * where a group has few steps (A/B on the Zen 4 VM: rn50_1x1_64 bf16 +4% on one thread, +9%
  * on two; rn50_1x1_256 +1-2%), presumably as one group's stores overlap the next group's
@@ -148,5 +180,10 @@ VEC_TARGET void xconv__amx_vec_block(const amx_block_args *k)
 
 bool xconv__amx_vec_available(void) { return false; }
 void xconv__amx_vec_block(const amx_block_args *k) { (void)k; }
+void xconv__amx_vec_lean(const char *a, size_t lda, const char *b, int64_t ksteps, const void *init,
+                         char *y, int64_t ystep)
+{
+    (void)a, (void)lda, (void)b, (void)ksteps, (void)init, (void)y, (void)ystep;
+}
 
 #endif
