@@ -208,6 +208,12 @@ void xconv__igemm_convert_x_range(void *arg, int64_t begin, int64_t end, int slo
 void xconv__igemm_shift_rows(unsigned char *dst, int64_t cin_r, const void *src,
                              ptrdiff_t src_step, int64_t rows, int64_t cin)
 {
+    /* dense rows: one span, not a call per row (i8 rn50_1x1_64: 380 -> 407 GOP/s on one
+     * thread, 648 -> 784 on two) */
+    if (cin_r == cin && src_step == (ptrdiff_t)cin) {
+        xconv__igemm_vnni_shift(dst, src, rows * cin);
+        return;
+    }
     for (int64_t i = 0; i < rows; i++, dst += cin_r) {
         xconv__igemm_vnni_shift(dst, (const unsigned char *)src + i * src_step, cin);
         for (int64_t c = cin; c < cin_r; c++) dst[c] = 0x80;
