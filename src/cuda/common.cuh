@@ -318,6 +318,33 @@ __device__ __forceinline__ float mini_decode(const minifloat mf, uint32_t v)
     return sign * ldexpf((float)(mant | (1u << mf.mbits)), exp_field - mf.bias - mf.mbits);
 }
 
+/* Two fp8 codes (bytes 0-1 of u, or 2-3 with high) as an f16x2, exactly. e5m2 is the top
+ * byte of an f16. e4m3 placed in an f16's low bits reads as its value * 2^-8 (biases 7 and
+ * 15), subnormals included; multiplying by 2^8 is exact; the one NaN code (0x7f) becomes an
+ * f16 NaN (not mini_decode's one NaN: sums through arithmetic canonicalize it). */
+template <bool E4M3> __device__ __forceinline__ uint32_t fp8x2_to_f16x2(uint32_t u, bool high)
+{
+    const uint32_t v = __byte_perm(u, 0, high ? 0x3424 : 0x1404); /* code << 8 in each half */
+    if constexpr (!E4M3) {
+        return v;
+    } else {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+        /* the hardware conversion (sm_89+): exact as well, one instruction */
+        uint32_t r;
+        if (high) asm("{ .reg .b16 lo, hi; mov.b32 {lo, hi}, %1; cvt.rn.f16x2.e4m3x2 %0, hi; }" : "=r"(r) : "r"(u));
+        else asm("{ .reg .b16 lo, hi; mov.b32 {lo, hi}, %1; cvt.rn.f16x2.e4m3x2 %0, lo; }" : "=r"(r) : "r"(u));
+        (void)v;
+        return r;
+#else
+        const uint32_t sign = v & 0x80008000u, mag = v & 0x7f007f00u;
+        uint32_t h = sign | (mag >> 1), r;
+        asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(h), "r"(0x5c005c00u)); /* 256.0 */
+        const uint32_t nan = __vcmpeq2(mag, 0x7f007f00u);
+        return (r & ~nan) | (nan & (0x7e007e00u | sign));
+#endif
+    }
+}
+
 __device__ __forceinline__ float bf16_to_f32(uint16_t h)
 {
     return __uint_as_float((uint32_t)h << 16);

@@ -1,7 +1,7 @@
 /*
  * depthwise_cl16.cuh — cuda.depthwise's channels-last kernels over 16-byte vectors of
  * channels (depthwise.cu, its one includer; hence the anonymous namespace): the element
- * traits of bf16 / f16 / f32 and the byte integers, one vector's multiply-adds and rounded
+ * traits of bf16 / f16 / f32, fp8 and the byte integers, one vector's multiply-adds and rounded
  * store, dw_vec (a few output positions per thread, weights staged per block) and dw_slide
  * (runs of outputs along the innermost dim, each input column loaded once).
  */
@@ -95,14 +95,50 @@ template <xconv_dtype D> struct byte_traits {
 template <> struct vec_traits<XCONV_DTYPE_I8> : byte_traits<XCONV_DTYPE_I8> {};
 template <> struct vec_traits<XCONV_DTYPE_U8> : byte_traits<XCONV_DTYPE_U8> {};
 
+/* e4m3 / e5m2: 16 codes in the 4 words, f32 sums, y of the same dtype. Codes are widened in
+ * pairs through an f16x2 (common.cuh's fp8x2_to_f16x2: exact; a NaN code's NaN becomes the
+ * canonical one in its first multiply-add, as every float sum here runs through one), sums
+ * rounded by mini_encode, as the library rounds. */
+template <xconv_dtype D> struct f8_traits {
+    using A = float;
+    using A4 = float4;
+    static constexpr int V = 16;
+    /* elements 2j and 2j + 1 (vec_mac takes them in pairs) */
+    static __device__ __forceinline__ float2 pair(const uint32_t (&q)[4], int j)
+    {
+        const uint32_t h = fp8x2_to_f16x2<D == XCONV_DTYPE_F8E4M3>(q[j >> 1], j & 1);
+        return make_float2(f16_to_f32((uint16_t)h), f16_to_f32((uint16_t)(h >> 16)));
+    }
+    template <int YB, int W> static __device__ __forceinline__ void words(const float *a, uint32_t (&o)[W])
+    {
+        static_assert(YB == 1 && W == 4, "fp8 y of the same dtype");
+        constexpr minifloat MF = D == XCONV_DTYPE_F8E4M3 ? MF_E4M3 : MF_E5M2;
+#pragma unroll
+        for (int i = 0; i < W; i++)
+            o[i] = mini_encode(MF, a[4 * i]) | mini_encode(MF, a[4 * i + 1]) << 8 |
+                   mini_encode(MF, a[4 * i + 2]) << 16 | mini_encode(MF, a[4 * i + 3]) << 24;
+    }
+};
+template <> struct vec_traits<XCONV_DTYPE_F8E4M3> : f8_traits<XCONV_DTYPE_F8E4M3> {};
+template <> struct vec_traits<XCONV_DTYPE_F8E5M2> : f8_traits<XCONV_DTYPE_F8E5M2> {};
+
 /* acc[v] += element v of the 16-byte vector xv times wf[v] (an array or a pointer). */
 template <xconv_dtype D, class W>
 __device__ __forceinline__ void vec_mac(typename vec_traits<D>::A *acc, const uint4 &xv,
                                         const W &wf)
 {
     const uint32_t q[4] = {xv.x, xv.y, xv.z, xv.w};
+    if constexpr (D == XCONV_DTYPE_F8E4M3 || D == XCONV_DTYPE_F8E5M2) {
 #pragma unroll
-    for (int v = 0; v < vec_traits<D>::V; v++) acc[v] += vec_traits<D>::get(q, v) * wf[v];
+        for (int j = 0; j < 8; j++) {
+            const float2 f = vec_traits<D>::pair(q, j);
+            acc[2 * j] += f.x * wf[2 * j];
+            acc[2 * j + 1] += f.y * wf[2 * j + 1];
+        }
+    } else {
+#pragma unroll
+        for (int v = 0; v < vec_traits<D>::V; v++) acc[v] += vec_traits<D>::get(q, v) * wf[v];
+    }
 }
 
 /* V sums rounded once (or wrapped) into YB-byte elements at dst: V * YB / 16 vectors. */

@@ -94,30 +94,10 @@ __device__ __forceinline__ void mma<kind::u8>(int32_t (&d)[4], const uint32_t (&
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/* Two fp8 codes (bytes `sel` of u) as an f16x2, exactly. e5m2 is the top byte of an f16.
- * e4m3 placed in an f16's low bits reads as its value * 2^-8 (biases 7 and 15), subnormals
- * included; multiplying by 2^8 is exact; the one NaN code (0x7f) becomes an f16 NaN. */
-template <kind K> __device__ __forceinline__ uint32_t fp8x2_to_f16x2(uint32_t u, bool high)
+/* Two fp8 codes as an f16x2 (common.cuh's fp8x2_to_f16x2) for the kernel's kind. */
+template <kind K> __device__ __forceinline__ uint32_t fp8_pair(uint32_t u, bool high)
 {
-    const uint32_t v = __byte_perm(u, 0, high ? 0x3424 : 0x1404); /* code << 8 in each half */
-    if constexpr (K == kind::e5m2) {
-        return v;
-    } else {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-        /* the hardware conversion (sm_89+): exact as well, one instruction */
-        uint32_t r;
-        if (high) asm("{ .reg .b16 lo, hi; mov.b32 {lo, hi}, %1; cvt.rn.f16x2.e4m3x2 %0, hi; }" : "=r"(r) : "r"(u));
-        else asm("{ .reg .b16 lo, hi; mov.b32 {lo, hi}, %1; cvt.rn.f16x2.e4m3x2 %0, lo; }" : "=r"(r) : "r"(u));
-        (void)v;
-        return r;
-#else
-        const uint32_t sign = v & 0x80008000u, mag = v & 0x7f007f00u;
-        uint32_t h = sign | (mag >> 1), r;
-        asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(h), "r"(0x5c005c00u)); /* 256.0 */
-        const uint32_t nan = __vcmpeq2(mag, 0x7f007f00u);
-        return (r & ~nan) | (nan & (0x7e007e00u | sign));
-#endif
-    }
+    return xconv_cuda::fp8x2_to_f16x2<K != kind::e5m2>(u, high);
 }
 
 /* fp8 MMA: a 32-byte K step of the byte layout (the s8 fragments) runs as two f16
@@ -348,8 +328,8 @@ igemm_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
 #pragma unroll
                     for (int hf = 0; hf < 2; hf++) {
                         const uint32_t b = bfr[nt >> 1][(nt & 1) * 2 + hf];
-                        bh[nt][hf][0] = fp8x2_to_f16x2<K>(b, false);
-                        bh[nt][hf][1] = fp8x2_to_f16x2<K>(b, true);
+                        bh[nt][hf][0] = fp8_pair<K>(b, false);
+                        bh[nt][hf][1] = fp8_pair<K>(b, true);
                     }
 #pragma unroll
                 for (int mt = 0; mt < 4; mt++)
@@ -357,8 +337,8 @@ igemm_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
                     for (int hf = 0; hf < 2; hf++) {
                         const uint32_t x0 = af[mt][2 * hf], x1 = af[mt][2 * hf + 1];
                         const uint32_t ah[4] = {
-                            fp8x2_to_f16x2<K>(x0, false), fp8x2_to_f16x2<K>(x1, false),
-                            fp8x2_to_f16x2<K>(x0, true), fp8x2_to_f16x2<K>(x1, true)};
+                            fp8_pair<K>(x0, false), fp8_pair<K>(x1, false),
+                            fp8_pair<K>(x0, true), fp8_pair<K>(x1, true)};
 #pragma unroll
                         for (int nt = 0; nt < 4; nt++)
                             mma<kind::f16>(acc[mt][nt], ah, bh[nt][hf][0], bh[nt][hf][1]);
