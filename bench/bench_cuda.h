@@ -24,6 +24,7 @@ typedef struct bench_cuda_options {
     int                reps;
     double             min_time, budget;
     bool               json, verbose, cudnn, rotate, pack_each_run, allow_tf32;
+    bool               fp8_fast; /* --allow-fp8-fast-accum: xconv_plan_options.allow_fp8_fast_accum */
 } bench_cuda_options;
 
 /*

@@ -487,7 +487,8 @@ static void bench_one(xconv_context *ctx, const bench_cuda_options *o, const cei
     /* cuDNN's weights sit in its filter layout before timing; xconv's plans may likewise
      * prepare theirs once (constant_weights) unless --pack-each-run. */
     xconv_plan_options popts = {.engine = o->engine, .allow_tf32 = o->allow_tf32,
-                                .constant_weights = !o->pack_each_run};
+                                .constant_weights = !o->pack_each_run,
+                                .allow_fp8_fast_accum = o->fp8_fast};
     if (xconv_plan_create(ctx, &params, &x, &w, NULL, &y, &popts, &xs.plan, &xs.err) !=
         XCONV_STATUS_OK) {
         snprintf(r->error, sizeof r->error, "%s: %s", xconv_status_name(xs.err.status),

@@ -296,6 +296,15 @@ typedef struct xconv_plan_options {
      * ignores its w argument (it may be NULL). The caller keeps w's buffer alive and
      * unchanged until the plan is destroyed. */
     bool constant_weights;
+    /* Allow fp8 (e4m3, e5m2) convs to sum in the tensor cores' fp8 accumulation (as cuBLAS's
+     * fast-accumulation mode does), not in f32: on CUDA devices of compute capability 9.0,
+     * cuda.igemm_wgmma then runs fp8 on Hopper's native fp8 wgmma at about twice the bf16
+     * rate. The products stay exact, but each 32-term step's sum is kept at about 13 fraction
+     * bits (truncated), so an output can be off by about K / 32 * 2^-13 * sum|x*w| where the
+     * default f32 sums give K * 2^-24 (K: the reduction length); sums of small integers
+     * below 2^12 stay exact. Without it fp8 convs sum in f32 (DESIGN.md §2). Other dtypes and
+     * the CPU engines ignore it. */
+    bool allow_fp8_fast_accum;
 } xconv_plan_options;
 
 /*

@@ -113,7 +113,8 @@ class _Params(ctypes.Structure):
 class _PlanOptions(ctypes.Structure):
     _fields_ = [("engine", ctypes.c_char_p),
                 ("allow_tf32", ctypes.c_bool),
-                ("constant_weights", ctypes.c_bool)]
+                ("constant_weights", ctypes.c_bool),
+                ("allow_fp8_fast_accum", ctypes.c_bool)]
 
 
 class _ContextOptions(ctypes.Structure):
@@ -594,7 +595,7 @@ def _output(shape, name, out, keep):
 def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, output_padding=0, groups=1,
          layout="channels_first", transpose=False, dtype=None, out_dtype=None, engine=None,
          threads=None, out=None, return_engine=False, device="cpu", device_index=0,
-         allow_tf32=False):
+         allow_tf32=False, allow_fp8_fast_accum=False):
     """Convolution (or, with transpose=True, its adjoint) of numpy arrays.
 
     padding: an int, one int per spatial dim, or one (lo, hi) pair per spatial dim.
@@ -606,6 +607,8 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, output_padding=0, 
     and y back, each as its whole buffer span so that strides are kept).
     allow_tf32: the plan option: reduced-precision f32 engines may run (cpu.winograd,
     cuda.f32_bf16x3).
+    allow_fp8_fast_accum: the plan option: fp8 convs may sum in the tensor cores' fp8
+    accumulation (cuda.igemm_wgmma's native fp8 wgmma; fewer bits than f32).
     Returns y, or (y, engine name) with return_engine=True.
     """
     lib = load_library()
@@ -622,7 +625,8 @@ def conv(x, w, bias=None, *, stride=1, padding=0, dilation=1, output_padding=0, 
         bs = _as_dtype(bias, yname)
         tb = _tensor(bs, yname, keep)
     y, ty = _output(yshape, yname, out, keep)
-    opts = _PlanOptions(engine=engine.encode() if engine else None, allow_tf32=bool(allow_tf32))
+    opts = _PlanOptions(engine=engine.encode() if engine else None, allow_tf32=bool(allow_tf32),
+                        allow_fp8_fast_accum=bool(allow_fp8_fast_accum))
     chosen = ctypes.c_char_p()
     err = _Error()
     status = _on_device(device, device_index, [tx, tw, tb], ty, lambda: lib.xconv_conv(

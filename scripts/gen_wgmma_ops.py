@@ -10,7 +10,9 @@ NS = [64, 128, 160, 192, 256]
 # (name, PTX shape suffix, accumulator C type, constraint, trailing immediates, the Ns):
 # types 0-3 read both operands K-major; 4-5 (16-bit floats only: wgmma transposes no 8-bit
 # operand) read B N-major (imm-trans-b 1), for cuda.cf_gemm's channels-first x, whose
-# positions are contiguous.
+# positions are contiguous; 6-7 (fp8, K-major like the bytes; imm-scale only, no transposes)
+# sum in the tensor cores' reduced-precision fp8 accumulation (the opt-in
+# allow_fp8_fast_accum).
 TYPES = [
     ("bf16", "k16.f32.bf16.bf16", "float", "f", ", 1, 1, 0, 0", NS),
     ("f16", "k16.f32.f16.f16", "float", "f", ", 1, 1, 0, 0", NS),
@@ -18,14 +20,18 @@ TYPES = [
     ("u8", "k32.s32.u8.u8", "int32_t", "r", "", NS),
     ("bf16_bn", "k16.f32.bf16.bf16", "float", "f", ", 1, 1, 0, 1", [128, 256]),
     ("f16_bn", "k16.f32.f16.f16", "float", "f", ", 1, 1, 0, 1", [128, 256]),
+    ("e4m3", "k32.f32.e4m3.e4m3", "float", "f", ", 1, 1", NS),
+    ("e5m2", "k32.f32.e5m2.e5m2", "float", "f", ", 1, 1", NS),
 ]
 
 HEAD = """/*
  * wgmma_ops.cuh — the Hopper warpgroup MMA instructions cuda.igemm_wgmma and cuda.cf_gemm
  * issue (wgmma.mma_async, sm_90a), one wrapper per (input type, N): m64nNk16 for bf16 / f16
  * with f32 accumulators, m64nNk32 for s8 / u8 with s32 accumulators (no .satfinite: the sums
- * wrap, which is exact modulo 2^32). A and B come from shared memory through descriptors (both
- * K-major; for types 4 and 5, B N-major), the accumulators stay in registers (the layout of
+ * wrap, which is exact modulo 2^32) and for e4m3 / e5m2 with f32 accumulators that the tensor
+ * cores keep at fewer bits (13 fraction bits measured by others on the H100: only under
+ * xconv_plan_options.allow_fp8_fast_accum). A and B come from shared memory through
+ * descriptors (both K-major; for types 4 and 5, B N-major), the accumulators stay in registers (the layout of
  * mma.sync's m16n8 C fragments: d[4j .. 4j+3] is the n8 block j). scale-d is 1: the caller
  * zeroes the accumulators.
  *
@@ -42,8 +48,8 @@ namespace xconv_wgmma {
 
 TAIL = """
 
-/* The wrapper for an input type (0 bf16, 1 f16, 2 s8, 3 u8; 4 bf16 and 5 f16 with B N-major)
- * and N. */
+/* The wrapper for an input type (0 bf16, 1 f16, 2 s8, 3 u8; 4 bf16 and 5 f16 with B N-major;
+ * 6 e4m3, 7 e5m2) and N. */
 template <int T, int N> struct mma_op;
 #define XCONV_WGMMA_OP(T, N, acc_t, fn)                                                            \\
     template <> struct mma_op<T, N> {                                                              \\

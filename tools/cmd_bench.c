@@ -60,6 +60,9 @@ static const char usage[] =
     "  --verbose, -v     print every rep's time per side on stderr\n"
     "  --allow-tf32      let xconv's plans use reduced-precision f32 math (allow_tf32; on\n"
     "                    cuda: cuda.f32_bf16x3); the peers keep full f32\n"
+    "  --allow-fp8-fast-accum\n"
+    "                    let xconv's fp8 plans sum in the tensor cores' fp8 accumulation\n"
+    "                    (allow_fp8_fast_accum; cuda: cuda.igemm_wgmma's native fp8 wgmma)\n"
     "  --pack-each-run   create xconv's plans without constant_weights, so that weight\n"
     "                    packing is timed in every run (the peers reorder once)\n"
     "  --device D        cpu (default) or cuda: xconv on CUDA tensors against cuDNN (the\n"
@@ -79,6 +82,7 @@ typedef struct options {
     bool         json, onednn, xnnpack, verbose;
     bool         pack_each_run; /* no constant_weights: xconv packs weights in every run */
     bool         allow_tf32;    /* xconv's plans may use reduced-precision f32 math */
+    bool         fp8_fast;      /* and the tensor cores' fp8 accumulation */
     bool         cuda, cudnn, rotate; /* --device cuda (bench/cuda_bench.c) */
 } options;
 
@@ -153,7 +157,8 @@ static int xconv_side_create(xconv_context *ctx, const options *o, const bench_p
     /* The peers reorder weights once, outside timing; xconv's plans do the same with
      * constant_weights unless --pack-each-run asks to time the packing too. */
     xconv_plan_options popts = {.engine = o->engine, .allow_tf32 = o->allow_tf32,
-                                .constant_weights = !o->pack_each_run};
+                                .constant_weights = !o->pack_each_run,
+                                .allow_fp8_fast_accum = o->fp8_fast};
     if (xconv_plan_create(ctx, &params, &x, &w, NULL, &y, &popts, &s->plan, &s->err) !=
         XCONV_STATUS_OK)
         return -1;
@@ -622,7 +627,7 @@ static int parse_options(int argc, char **argv, options *o, bool *help)
         {"min-time", true, NULL, false}, {"budget", true, NULL, false},
         {"json", false, NULL, false},    {"settle", true, NULL, false},
         {"verbose", false, NULL, false}, {"pack-each-run", false, NULL, false},
-        {"allow-tf32", false, NULL, false},
+        {"allow-tf32", false, NULL, false}, {"allow-fp8-fast-accum", false, NULL, false},
         {"device", true, NULL, false},   {"no-rotate", false, NULL, false},
     };
     int nopts = (int)(sizeof opts / sizeof opts[0]);
@@ -644,6 +649,7 @@ static int parse_options(int argc, char **argv, options *o, bool *help)
     o->engine = opts[7].value;
     o->pack_each_run = xconv_args_get(opts, nopts, "pack-each-run")->seen;
     o->allow_tf32 = xconv_args_get(opts, nopts, "allow-tf32")->seen;
+    o->fp8_fast = xconv_args_get(opts, nopts, "allow-fp8-fast-accum")->seen;
     o->json = opts[12].seen;
     o->verbose = opts[14].seen;
     o->onednn = o->xnnpack = !o->cuda;
@@ -725,7 +731,7 @@ int xconv_cmd_bench(int argc, char **argv)
             .y_dtypes = o.y_dtypes, .ndtypes = o.ndtypes, .layout = o.layout, .reps = o.reps,
             .min_time = o.min_time, .budget = o.budget, .json = o.json, .verbose = o.verbose,
             .cudnn = o.cudnn, .rotate = o.rotate, .pack_each_run = o.pack_each_run,
-            .allow_tf32 = o.allow_tf32};
+            .allow_tf32 = o.allow_tf32, .fp8_fast = o.fp8_fast};
         rc = bench_cuda_run(&co, probs, nprobs);
         free(probs);
         return rc;

@@ -21,7 +21,8 @@ static const char run_usage[] =
     "usage: xconv run --op conv|conv_transpose --x X.npy --w W.npy [--bias B.npy] --out Y.npy\n"
     "                 [--layout channels_first|channels_last] [--stride S] [--padding P]\n"
     "                 [--dilation D] [--output-padding OP] [--groups G] [--dtype DT]\n"
-    "                 [--out-dtype DT] [--engine NAME] [--threads N] [--allow-tf32] [-v]\n"
+    "                 [--out-dtype DT] [--engine NAME] [--threads N] [--allow-tf32]\n"
+    "                 [--allow-fp8-fast-accum] [-v]\n"
     "\n"
     "  S, D, OP: one integer for every spatial dim, or a comma list with one per dim.\n"
     "  P: the same, where each entry is p (both sides) or lo:hi.\n"
@@ -34,6 +35,8 @@ static const char run_usage[] =
     "  x and w are converted to DT, bias to the out dtype; values that do not convert\n"
     "  exactly to an integer dtype are errors. bf16 and f8 outputs are written as f32.\n"
     "  --allow-tf32: reduced-precision f32 engines may run (cpu.winograd, cuda.f32_bf16x3).\n"
+    "  --allow-fp8-fast-accum: fp8 convs may sum in the tensor cores' fp8 accumulation\n"
+    "                 (cuda.igemm_wgmma's native fp8 wgmma on compute capability 9.0).\n"
     "  Exit status: 0 ok, 2 invalid argument or input, 1 other failure.\n";
 
 enum { IN_X, IN_W, IN_BIAS, IN_COUNT };
@@ -230,7 +233,9 @@ static int run(run_state *s, xconv_opt *opts, int nopts)
     if (xconv_context_create(&copts, &s->ctx, &err) != XCONV_STATUS_OK)
         return xconv_cli_fail_lib(&err);
     xconv_plan_options popts = {.engine = OPT("engine"),
-                                .allow_tf32 = xconv_args_get(opts, nopts, "allow-tf32")->seen};
+                                .allow_tf32 = xconv_args_get(opts, nopts, "allow-tf32")->seen,
+                                .allow_fp8_fast_accum =
+                                    xconv_args_get(opts, nopts, "allow-fp8-fast-accum")->seen};
     if (xconv_plan_create(s->ctx, &params, &xt, &wt, s->path[IN_BIAS] ? &bt : NULL, &yt, &popts,
                           &s->plan, &err) != XCONV_STATUS_OK)
         return xconv_cli_fail_lib(&err);
@@ -268,6 +273,7 @@ int xconv_cmd_run(int argc, char **argv)
         {"out-dtype", true, NULL, false}, {"engine", true, NULL, false},
         {"threads", true, NULL, false},   {"verbose", false, NULL, false},
         {"help", false, NULL, false},     {"allow-tf32", false, NULL, false},
+        {"allow-fp8-fast-accum", false, NULL, false},
     };
     int nopts = (int)(sizeof opts / sizeof opts[0]);
     int rc = xconv_args_parse(argc, argv, opts, nopts, "run");

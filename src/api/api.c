@@ -105,6 +105,7 @@ xconv_status xconv_plan_create(xconv_context *ctx, const xconv_params *params,
     XCONV_TRY(xconv__validate_problem(params, x, w, bias, y, &canon, err));
     canon.threads = xconv_context_threads(ctx ? ctx : xconv__default_context());
     canon.allow_reduced = options && options->allow_tf32;
+    canon.fp8_fast = options && options->allow_fp8_fast_accum;
     canon.constant_weights = options && options->constant_weights;
     const xconv_engine *engine;
     XCONV_TRY(xconv__select_engine(&canon, options ? options->engine : NULL, &engine, err));

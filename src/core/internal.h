@@ -150,6 +150,8 @@ typedef struct xconv_canon {
     bool    constant_weights;   /* the caller's promise: engines with a prepack will pack once
                                  * (known when engines are chosen; prepacked only after) */
     bool    allow_reduced;      /* the caller allows reduced-precision f32 math (allow_tf32) */
+    bool    fp8_fast;           /* the caller allows fp8 sums in the tensor cores' fp8
+                                 * accumulation (allow_fp8_fast_accum) */
     double  flops;              /* DESIGN.md §6 count: 2 * MACs */
 } xconv_canon;
 

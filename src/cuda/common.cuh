@@ -454,6 +454,35 @@ __device__ __forceinline__ void round_pairs(const float (&lo)[N], const float (&
     }
 }
 
+/* n pairs of f32 values rounded to fp8 (lo in each pair's low byte) as mini_encode does:
+ * nearest even, e4m3 saturating (OCP FN), e5m2 overflowing to inf. The hardware's
+ * cvt.rn.satfinite (sm_89+) gives the same bits for every value but a NaN (its code differs)
+ * and, in e5m2, a magnitude that rounds past 57344 (it saturates where the library gives inf,
+ * from 61440 = halfway to 2^16 on); where a group holds either (rare), one branch redoes it
+ * value by value. */
+template <bool E4M3, int N>
+__device__ __forceinline__ void round_pairs_f8(const float (&lo)[N], const float (&hi)[N], uint16_t (&w)[N])
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    bool odd = false;
+#pragma unroll
+    for (int q = 0; q < N; q++) {
+        if constexpr (E4M3)
+            asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(w[q]) : "f"(hi[q]), "f"(lo[q]));
+        else
+            asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(w[q]) : "f"(hi[q]), "f"(lo[q]));
+        /* !(|v| < limit) holds for NaN too (and, in e4m3, for inf, which saturates alike) */
+        const float limit = E4M3 ? __int_as_float(0x7f800000) : 61440.0f;
+        odd |= !(fabsf(lo[q]) < limit) | !(fabsf(hi[q]) < limit);
+    }
+    if (!odd) return;
+#endif
+    const minifloat mf = E4M3 ? MF_E4M3 : MF_E5M2;
+#pragma unroll
+    for (int q = 0; q < N; q++)
+        w[q] = (uint16_t)(mini_encode(mf, lo[q]) | mini_encode(mf, hi[q]) << 8);
+}
+
 /* Stores a value computed in f32, rounding once to nearest even (e4m3 saturating). */
 __device__ __forceinline__ void store_f32(xconv_dtype d, void *base, int64_t i, float v)
 {

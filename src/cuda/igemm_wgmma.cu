@@ -142,9 +142,8 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
              const __grid_constant__ CUtensorMap tmb)
 {
 #if XCONV_WGMMA_ARCH
-    constexpr bool is_float = K == kind::bf16 || K == kind::f16;
-    using acc_t = typename std::conditional<is_float, float, int32_t>::type;
-    constexpr int ES = is_float ? 2 : 1;
+    using acc_t = typename std::conditional<acc_float<K>(), float, int32_t>::type;
+    constexpr int ES = in_bytes<K>();
     constexpr int EPC = 16 / ES;                 /* elements per 16-byte chunk */
     constexpr int BM = 128 * MT, AROWS = BM / 32; /* A rows per thread */
     constexpr int STAGES = cfg<MT, BN>::stages;
@@ -334,13 +333,12 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
                  char *__restrict__ y, int y_es, const tma_smem lay)
 {
 #if XCONV_WGMMA_ARCH
-    constexpr bool is_float = K == kind::bf16 || K == kind::f16;
-    using acc_t = typename std::conditional<is_float, float, int32_t>::type;
-    constexpr int ES = is_float ? 2 : 1, CPB = BKB / ES; /* channels per 128-byte block */
+    using acc_t = typename std::conditional<acc_float<K>(), float, int32_t>::type;
+    constexpr int ES = in_bytes<K>(), CPB = BKB / ES; /* channels per 128-byte block */
     constexpr int BM = 128 * MT, A_BYTES = BM * BKB, STAGE_BYTES = (BM + BN) * BKB;
     /* a tile's positions and output channels (SW: swapped, A from w, B from x) */
     constexpr int TP = tile_dims<BM, BN, SW>::TP, TC = tile_dims<BM, BN, SW>::TC;
-    static_assert(!SW || (MT == 1 && is_float && !MULTI), "swapped tiles: 128 channels, 16-bit floats, one job");
+    static_assert(!SW || (MT == 1 && ES == 2 && !MULTI), "swapped tiles: 128 channels, 16-bit floats, one job");
     static_assert(!RB || (!SW && !MULTI), "resident B: one job, tiles not swapped");
     /* RB: B resident, slots of A only (a compile-time choice: a run-time one cost
      * the other launches 2-5% on the H200) */
@@ -953,8 +951,14 @@ bool wgmma_supports(const xconv_canon *p, const char **why_not)
 
 size_t wgmma_workspace_bytes(const xconv_canon *) { return 0; }
 
-/* Below cuda.igemm_tc's 16-byte loader (0.02 flops) and cuda.patch_tc (0.015). */
-double wgmma_cost(const xconv_canon *p) { return 0.01 * p->flops + 2e4; }
+/* Below cuda.igemm_tc's 16-byte loader (0.02 flops) and cuda.patch_tc (0.015); fp8 (only
+ * with allow_fp8_fast_accum) at twice the bf16 rate, below cuda.f8_bf16 (0.012 and its
+ * copies). */
+double wgmma_cost(const xconv_canon *p)
+{
+    const bool fp8 = p->x_dtype == XCONV_DTYPE_F8E4M3 || p->x_dtype == XCONV_DTYPE_F8E5M2;
+    return (fp8 ? 0.005 : 0.01) * p->flops + 2e4;
+}
 
 xconv_status wgmma_run(const xconv_exec *e, xconv_error *err)
 {
@@ -971,14 +975,24 @@ extern "C" const xconv_engine xconv__engine_cuda_igemm_wgmma = {
 };
 
 /* Whether the wgmma kernel runs p (a canonical conv, maybe rewritten by another engine):
- * cuda.igemm_tc's 16-byte loader conditions, bf16 / f16 / i8 / u8 inputs, a device of
- * compute capability 9.0 (the sm_90a code). */
+ * cuda.igemm_tc's 16-byte loader conditions, bf16 / f16 / i8 / u8 inputs, or fp8 where the
+ * plan allows the tensor cores' fp8 accumulation (p->fp8_fast: the engines that run their
+ * rewritten problems here, cuda.cf_tc, cuda.deconv_tc, cuda.patch_tc, then take it too), a
+ * device of compute capability 9.0 (the sm_90a code). */
 bool xconv__cuda_wgmma_fits(const xconv_canon *p, const char **why_not)
 {
     const xconv_dtype d = p->x_dtype;
+    const bool fp8 = d == XCONV_DTYPE_F8E4M3 || d == XCONV_DTYPE_F8E5M2;
+    if (fp8 && !p->fp8_fast)
+        return *why_not = "cuda.igemm_wgmma sums fp8 in the tensor cores' fp8 accumulation, "
+                          "fewer bits than f32: it runs fp8 only when the plan allows it "
+                          "(xconv_plan_options.allow_fp8_fast_accum)",
+               false;
     if (d != XCONV_DTYPE_BF16 && d != XCONV_DTYPE_F16 && d != XCONV_DTYPE_I8 &&
-        d != XCONV_DTYPE_U8)
-        return *why_not = "cuda.igemm_wgmma takes bf16, f16, i8 and u8 inputs", false;
+        d != XCONV_DTYPE_U8 && !fp8)
+        return *why_not = "cuda.igemm_wgmma takes bf16, f16, i8, u8 and (with "
+                          "allow_fp8_fast_accum) f8e4m3 and f8e5m2 inputs",
+               false;
     if (!xconv__cuda_igemm_fast_why(p, why_not)) return false;
     if ((p->cout_g + 63) / 64 > 65535 || (p->n * xconv__prod3(p->y_size) + 127) / 128 > INT32_MAX)
         return *why_not = "cuda.igemm_wgmma: too many output channels for the grid", false;
@@ -1012,6 +1026,8 @@ bool xconv__cuda_tc_launch_set(const xconv_canon *ps, int n, const xconv_exec *e
     case XCONV_DTYPE_F16: return launch<kind::f16>(ps, n, e, stream, c);
     case XCONV_DTYPE_I8: return launch<kind::s8>(ps, n, e, stream, c);
     case XCONV_DTYPE_U8: return launch<kind::u8>(ps, n, e, stream, c);
+    case XCONV_DTYPE_F8E4M3: return launch<kind::e4m3>(ps, n, e, stream, c);
+    case XCONV_DTYPE_F8E5M2: return launch<kind::e5m2>(ps, n, e, stream, c);
     default: return false;
     }
 }

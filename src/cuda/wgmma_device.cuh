@@ -24,7 +24,12 @@ namespace {
 
 using namespace xconv_cuda;
 
-enum class kind { bf16 = 0, f16 = 1, s8 = 2, u8 = 3 };
+/* The input types, numbered as wgmma_ops.cuh's mma_op (4 and 5 are cf_gemm's N-major B). The
+ * fp8 kinds run only under allow_fp8_fast_accum (xconv__cuda_wgmma_fits). */
+enum class kind { bf16 = 0, f16 = 1, s8 = 2, u8 = 3, e4m3 = 6, e5m2 = 7 };
+/* f32 accumulators (the float kinds) or s32 (the integer ones), and the input's bytes */
+template <kind K> constexpr bool acc_float() { return K != kind::s8 && K != kind::u8; }
+template <kind K> constexpr int in_bytes() { return K == kind::bf16 || K == kind::f16 ? 2 : 1; }
 
 constexpr int BKB = 128 /* bytes of K per stage */, THREADS = 256;
 
@@ -80,8 +85,31 @@ __device__ __forceinline__ void tile_store(const acc_t (&acc)[BN / 2], const bia
                                            bool has_bias, unsigned char *tile, int pitch, int row0,
                                            int col0)
 {
-    constexpr int ES = (int)(YD == XCONV_DTYPE_U8 ? 1 : YD == XCONV_DTYPE_BF16 || YD == XCONV_DTYPE_F16 || YD == XCONV_DTYPE_U16 ? 2 : 4);
-    if constexpr (std::is_same<acc_t, float>::value && ES == 2) {
+    constexpr bool F8 = YD == XCONV_DTYPE_F8E4M3 || YD == XCONV_DTYPE_F8E5M2;
+    constexpr int ES = (int)(YD == XCONV_DTYPE_U8 || F8 ? 1 : YD == XCONV_DTYPE_BF16 || YD == XCONV_DTYPE_F16 || YD == XCONV_DTYPE_U16 ? 2 : 4);
+    if constexpr (F8) { /* fp8 y: pairs of bytes, 8 pairs per rounding (round_pairs_f8) */
+        constexpr int P = (BN / 8) % 8 == 0 ? 8 : 4;
+        static_assert((BN / 8) % P == 0, "whole groups of pairs");
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int r = row0 + 8 * h;
+#pragma unroll
+            for (int j0 = 0; j0 < BN / 8; j0 += P) {
+                float lo[P], hi[P];
+                uint16_t w[P];
+#pragma unroll
+                for (int q = 0; q < P; q++) {
+                    const int j = j0 + q, cidx = col0 + 8 * j;
+                    lo[q] = acc[4 * j + 2 * h], hi[q] = acc[4 * j + 2 * h + 1];
+                    if (has_bias) lo[q] += bv[cidx], hi[q] += bv[cidx + 1];
+                }
+                round_pairs_f8<YD == XCONV_DTYPE_F8E4M3, P>(lo, hi, w);
+#pragma unroll
+                for (int q = 0; q < P; q++)
+                    *(uint16_t *)(tile + tile_at_byte<SWZ, BM>(r, col0 + 8 * (j0 + q), pitch)) = w[q];
+            }
+        }
+    } else if constexpr (std::is_same<acc_t, float>::value && ES == 2) {
         constexpr int P = (BN / 8) % 8 == 0 ? 8 : 4; /* pairs per rounding */
         static_assert((BN / 8) % P == 0, "whole groups of pairs");
 #pragma unroll
@@ -162,7 +190,7 @@ __device__ __forceinline__ epi_pre<bias_t> epi_fetch(const xconv_canon &p, const
     if (bias && tid < BN) r.bias = xconv_cuda_bias_at<bias_t>(p, bias, o0 + tid, g);
     return r;
 }
-template <kind K> using bias_of = typename std::conditional<K == kind::bf16 || K == kind::f16, float, uint32_t>::type;
+template <kind K> using bias_of = typename std::conditional<acc_float<K>(), float, uint32_t>::type;
 
 /* The bytes of a y tile before its row offsets: rows of pitch bytes, or (SWZ) BM rows of BN
  * y_es bytes in 128-byte boxes. */
@@ -179,7 +207,7 @@ __device__ __forceinline__ void wg_tile_rows(const acc_t (&acc)[MT][BN / 2], uns
                                              const xconv_canon &p, const bias_of<K> *bv,
                                              bool has_bias, int y_es, int tid)
 {
-    constexpr bool is_float = K == kind::bf16 || K == kind::f16;
+    constexpr bool is_float = acc_float<K>();
     constexpr int BM = 128 * MT;
     const int lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
     const int pitch = BN * y_es + 16;
@@ -189,8 +217,19 @@ __device__ __forceinline__ void wg_tile_rows(const acc_t (&acc)[MT][BN / 2], uns
         const int row0 = wg * 64 * MT + mt * 64 + (warp & 3) * 16 + (lane >> 2);
         if constexpr (is_float) {
             switch (p.y_dtype) {
-            case XCONV_DTYPE_BF16: tile_store<XCONV_DTYPE_BF16, BN, SWZ, BM>(acc[mt], bv, has_bias, smem, pitch, row0, col0); break;
-            case XCONV_DTYPE_F16: tile_store<XCONV_DTYPE_F16, BN, SWZ, BM>(acc[mt], bv, has_bias, smem, pitch, row0, col0); break;
+            /* (y is x's dtype or f32: DESIGN.md §2; only those cases are compiled per kind) */
+            case XCONV_DTYPE_BF16:
+                if constexpr (K == kind::bf16) tile_store<XCONV_DTYPE_BF16, BN, SWZ, BM>(acc[mt], bv, has_bias, smem, pitch, row0, col0);
+                break;
+            case XCONV_DTYPE_F16:
+                if constexpr (K == kind::f16) tile_store<XCONV_DTYPE_F16, BN, SWZ, BM>(acc[mt], bv, has_bias, smem, pitch, row0, col0);
+                break;
+            case XCONV_DTYPE_F8E4M3:
+                if constexpr (K == kind::e4m3) tile_store<XCONV_DTYPE_F8E4M3, BN, SWZ, BM>(acc[mt], bv, has_bias, smem, pitch, row0, col0);
+                break;
+            case XCONV_DTYPE_F8E5M2:
+                if constexpr (K == kind::e5m2) tile_store<XCONV_DTYPE_F8E5M2, BN, SWZ, BM>(acc[mt], bv, has_bias, smem, pitch, row0, col0);
+                break;
             default: tile_store<XCONV_DTYPE_F32, BN, SWZ, BM>(acc[mt], bv, has_bias, smem, pitch, row0, col0); break;
             }
         } else {

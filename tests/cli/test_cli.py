@@ -426,6 +426,13 @@ def test_dtypes():
         e = np.floor(np.log2(np.abs(v)))
         check(np.all(v * 2.0 ** (3 - e) == np.rint(v * 2.0 ** (3 - e))) and
               np.all(np.abs(y) <= 448), "f8e4m3: values not representable")
+    # --allow-fp8-fast-accum is a plan option for the GPU's fp8 tensor cores: the CPU engines
+    # sum fp8 in f32 either way, so y is the same to the bit.
+    y2 = run_ok("f8e4m3 --allow-fp8-fast-accum",
+                ["--op", "conv", "--x", save("x.npy", x * 0.25), "--w", save("w.npy", w * 0.25),
+                 "--dtype", "f8e4m3", "--allow-fp8-fast-accum"], path("y2.npy"))
+    check(y is not None and y2 is not None and np.array_equal(y.view(np.uint32), y2.view(np.uint32)),
+          "f8e4m3: --allow-fp8-fast-accum changed a CPU result")
 
     # c128: complex conv against four real convolutions.
     xc = rng.standard_normal((1, 2, 7)) + 1j * rng.standard_normal((1, 2, 7))

@@ -14,7 +14,10 @@
  *   2. tensor-core-shaped problems (channels-last, wide channel counts) the same way, and
  *      batches shaped for each special engine (depthwise, patch, deconv, channels-first
  *      transposes around the tensor cores, wgmma: outputs up
- *      to 300 channels and rows over several 128-row tiles).
+ *      to 300 channels and rows over several 128-row tiles). fp8 convs run once more with
+ *      allow_fp8_fast_accum on cuda.igemm_wgmma's native fp8 wgmma (check_problem: exact
+ *      where the sums stay below 2^12, else within that accumulation's bound), and without
+ *      the option that engine must refuse them.
  *   3. bad inputs: each mutation of a valid problem gives the same status, parameter and
  *      description on CUDA tensors as on CPU tensors, and y's device buffer is untouched;
  *      mixing devices and naming a missing device are errors.
@@ -384,7 +387,8 @@ static problem random_problem_once(shape_kind kind)
     pb.params = q;
     static const xconv_dtype dw_dtypes[] = {XCONV_DTYPE_BF16, XCONV_DTYPE_F16, XCONV_DTYPE_F32};
     xconv_dtype xd = tc ? tc_dtypes[rnd() % 6] : (xconv_dtype)rnd_in(1, XCONV_DTYPE_COUNT - 1);
-    if (wg) xd = tc_dtypes[rnd() % 4]; /* bf16, f16, i8, u8 */
+    /* bf16, f16, i8, u8, and fp8 (check_problem runs those again with allow_fp8_fast_accum) */
+    if (wg) xd = tc_dtypes[rnd() % 6];
     if (resb_shape) cin_g = 128 / (int64_t)xconv_dtype_size(xd); /* one whole 128-byte block */
     if (dw && (cf_plane || (rnd() & 1))) xd = dw_dtypes[rnd() % 3]; /* the 16-byte and direct paths */
     static const xconv_dtype slide_dtypes[] = {XCONV_DTYPE_BF16,   XCONV_DTYPE_F16,   XCONV_DTYPE_F32,
@@ -726,6 +730,47 @@ static void check_problem(problem *pb, fill_mode mode)
                 int64_t bad = compare_real(pb, got, want, msg, sizeof msg, 0x1p-16);
                 XT_CHECK(bad == 0, "cuda.f32_bf16x3 on %s: %" PRId64 " elements off, first %s",
                          what, bad, msg);
+            }
+        }
+    }
+    /* fp8 conv once more with the tensor cores' fp8 accumulation allowed: cuda.igemm_wgmma's
+     * native fp8 wgmma (where its loader applies). Exact inputs (integers in [-3, 3]) whose
+     * sums stay below 2^12 keep every bit in its 13-fraction-bit steps, so y must equal
+     * cpu.ref's; otherwise each 32-term step may lose 2^-13 of the running sum (truncated),
+     * which compare_real's bound takes as (k_red / 32 + 2) * 2^-12 per unit of sum|x*w|.
+     * Without the option the engine must refuse fp8, naming it. */
+    const bool f8 = pb->x.dtype == XCONV_DTYPE_F8E4M3 || pb->x.dtype == XCONV_DTYPE_F8E5M2;
+    if (pb->params.op == XCONV_OP_CONV && f8) {
+        xconv_plan_options o;
+        memset(&o, 0, sizeof o);
+        o.engine = "cuda.igemm_wgmma";
+        s = xconv_conv(NULL, &pb->params, &pb->x, &pb->w, pb->has_bias ? &pb->b : NULL, &pb->y,
+                       &o, &used, &err);
+        XT_CHECK(s == XCONV_STATUS_UNSUPPORTED && strstr(err.description, "allow_fp8_fast_accum"),
+                 "cuda.igemm_wgmma on %s without allow_fp8_fast_accum: %s \"%s\"", what,
+                 xconv_status_name(s), err.description);
+        o.allow_fp8_fast_accum = true;
+        memset(got, 0xA5, bf.bytes[3]);
+        CUDA_OK(cudaMemcpy(bf.d[3], got, bf.bytes[3], cudaMemcpyHostToDevice));
+        s = xconv_conv(NULL, &pb->params, &pb->x, &pb->w, pb->has_bias ? &pb->b : NULL, &pb->y,
+                       &o, &used, &err);
+        XT_CHECK(s == XCONV_STATUS_OK || s == XCONV_STATUS_UNSUPPORTED,
+                 "cuda.igemm_wgmma (fp8 fast accumulation) on %s: %s", what, err.description);
+        if (s == XCONV_STATUS_OK) {
+            CUDA_OK(cudaDeviceSynchronize());
+            CUDA_OK(cudaMemcpy(got, bf.d[3], bf.bytes[3], cudaMemcpyDeviceToHost));
+            engines_run_total++;
+            count_run("cuda.igemm_wgmma fp8");
+            if (mode == FILL_EXACT && 9.0 * (double)(pb->k_red + 1) < 4096.0) {
+                XT_CHECK(memcmp(got, want, bf.bytes[3]) == 0,
+                         "cuda.igemm_wgmma fp8 fast accumulation on %s (exact inputs, sums "
+                         "below 2^12): y differs from cpu.ref", what);
+            } else {
+                const double rel = ((double)pb->k_red / 32.0 + 2.0) * 0x1p-12;
+                int64_t bad = compare_real(pb, got, want, msg, sizeof msg, rel);
+                XT_CHECK(bad == 0,
+                         "cuda.igemm_wgmma fp8 fast accumulation on %s: %" PRId64
+                         " elements off, first %s", what, bad, msg);
             }
         }
     }
