@@ -134,14 +134,19 @@ template <int MT, int BN> constexpr int smem_bytes(int kt)
 /* The kernel with A by cp.async. TMA_B: the B tiles come by TMA (one tensor map of w:
  * channels, the three taps, output channels of all groups; 128-byte swizzle, zero fill past
  * cin/groups and cout) on one mbarrier per stage, leaving the threads only A's cp.async;
- * else by cp.async like A. */
-template <kind K, int MT, int BN, bool TMA_B>
+ * else by cp.async like A. TPK > 1 (cin/groups of 128 / TPK bytes: 64, 32 or 16, B by
+ * cp.async): each 128-byte block of K holds TPK taps whole, thread chunk c loading tap
+ * TPK s + c / (8 / TPK) of stage s, so that a layer of 64 i8 / fp8 channels runs its 3 x 3
+ * taps in 5 blocks rather than 9 half-empty ones (the products are the same; integer sums
+ * wrap to the same bits in any order). */
+template <kind K, int MT, int BN, bool TMA_B, int TPK = 1>
 __global__ void __launch_bounds__(THREADS, cfg<MT, BN>::minb)
 wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__restrict__ w,
              const char *__restrict__ bias, char *__restrict__ y, int y_es, bool y_vec,
              const __grid_constant__ CUtensorMap tmb)
 {
 #if XCONV_WGMMA_ARCH
+    static_assert(TPK == 1 || !TMA_B, "taps packed into a block: B by cp.async");
     using acc_t = typename std::conditional<acc_float<K>(), float, int32_t>::type;
     constexpr int ES = in_bytes<K>();
     constexpr int EPC = 16 / ES;                 /* elements per 16-byte chunk */
@@ -156,7 +161,7 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
     /* TMA_B: one mbarrier per stage after the pipeline / epilogue space */
     const int kvol = (int)(p.k_size[0] * p.k_size[1] * p.k_size[2]);
     const int cchunks = (int)((p.cin_g * ES + BKB - 1) / BKB);
-    const int KT = kvol * cchunks;
+    const int KT = TPK > 1 ? (kvol + TPK - 1) / TPK : kvol * cchunks;
     const uint32_t bars = sbase + region_bytes<MT, BN>(KT);
 
     const int tid = threadIdx.x, wg = tid >> 7;
@@ -200,6 +205,30 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
     bool a_in[AROWS];
     int ld_cb = 0, k0 = 0, k1 = 0, k2 = 0;
     auto load_stage = [&](int slot) {
+        if constexpr (TPK > 1) { /* ld_cb counts stages; this thread's tap of each */
+            constexpr int CPT = 8 / TPK; /* 16-byte chunks per tap */
+            const int tap = ld_cb++ * TPK + chunk / CPT, cc = (chunk % CPT) * EPC;
+            const bool t_ok = tap < kvol;
+            const int t2 = tap % K2, t1 = tap / K2 % K1, t0 = tap / K2 / K1;
+            const int64_t x_tap = (int64_t)t0 * D0 * p.x_ss[0] + (int64_t)t1 * D1 * p.x_ss[1] +
+                                  (int64_t)t2 * D2 * p.x_ss[2] + cc;
+            const uint32_t sa = sbase + slot * STAGE_BYTES, sb = sa + A_BYTES;
+#pragma unroll
+            for (int i = 0; i < AROWS; i++) {
+                const int q0 = a_q[i][0] + t0 * D0, q1 = a_q[i][1] + t1 * D1, q2 = a_q[i][2] + t2 * D2;
+                const bool ok = t_ok && a_ok[i] && (unsigned)q0 < (unsigned)X0 &&
+                                (unsigned)q1 < (unsigned)X1 && (unsigned)q2 < (unsigned)X2;
+                cp_async16(sa + swz(row0 + 32 * i, chunk), ok ? x + (a_base[i] + x_tap) * ES : x, ok);
+            }
+            const int64_t w_tap = t0 * p.w_sk[0] + t1 * p.w_sk[1] + t2 * p.w_sk[2] + cc;
+#pragma unroll
+            for (int i = 0; i < BROWS; i++) {
+                const bool ok = t_ok && 32 * i < b_rows;
+                cp_async16(sb + swz(row0 + 32 * i, chunk),
+                           ok ? w + (b_base + i * b_step + w_tap) * ES : w, ok);
+            }
+            return;
+        }
         if (ld_cb == 0) {
             const int64_t x_tap = (int64_t)k0 * D0 * p.x_ss[0] + (int64_t)k1 * D1 * p.x_ss[1] +
                                   (int64_t)k2 * D2 * p.x_ss[2] + chunk * EPC;
@@ -901,15 +930,25 @@ bool launch_cfg(const xconv_canon *ps, int n, const xconv_exec *e, cudaStream_t 
     if (n != 1) return false;
     const xconv_canon *p = ps;
     const int es = (int)xconv_dtype_size(p->x_dtype), yes = (int)xconv_dtype_size(p->y_dtype);
-    const int64_t kt = xconv__prod3(p->k_size) * ((p->cin_g * es + BKB - 1) / BKB);
+    const int64_t kvol = xconv__prod3(p->k_size), cbytes = p->cin_g * es;
+    /* taps packed into 128-byte blocks where a tap's channels are 64, 32 or 16 bytes
+     * (tuning knob: XCONV_WGMMA_TPK=1 keeps one tap per block) */
+    const char *pv = getenv("XCONV_WGMMA_TPK");
+    const int tpk = kvol > 1 && (cbytes == 64 || cbytes == 32 || cbytes == 16) && !(pv && pv[0] == '1')
+                        ? (int)(BKB / cbytes) : 1;
+    const int64_t kt = tpk > 1 ? (kvol + tpk - 1) / tpk : kvol * ((cbytes + BKB - 1) / BKB);
     CUtensorMap map;
     memset(&map, 0, sizeof map);
     const char *tv = getenv("XCONV_WGMMA_TMA"); /* tuning knob: 0 loads B by cp.async too */
-    const bool tma_b = !(tv && tv[0] == '0') && xconv__cuda_map_w(p, e, BN, &map);
+    const bool tma_b = tpk == 1 && !(tv && tv[0] == '0') && xconv__cuda_map_w(p, e, BN, &map);
     const dim3 grid((unsigned)((p->n * xconv__prod3(p->y_size) + 128 * MT - 1) / (128 * MT)),
                     (unsigned)((p->cout_g + BN - 1) / BN), (unsigned)p->groups);
     const int smem = smem_bytes<MT, BN>((int)kt);
-    auto kern = tma_b ? wgmma_kernel<K, MT, BN, true> : wgmma_kernel<K, MT, BN, false>;
+    auto kern = tpk == 2   ? wgmma_kernel<K, MT, BN, false, 2>
+                : tpk == 4 ? wgmma_kernel<K, MT, BN, false, 4>
+                : tpk == 8 ? wgmma_kernel<K, MT, BN, false, 8>
+                : tma_b    ? wgmma_kernel<K, MT, BN, true>
+                           : wgmma_kernel<K, MT, BN, false>;
     cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     kern<<<grid, THREADS, smem, stream>>>(*p, (const char *)e->x, (const char *)e->w,
                                           (const char *)e->bias, (char *)e->y, yes,
