@@ -5,6 +5,7 @@
  * against libcuda; a missing encoder, or one that refuses a view, sends the kernel to its
  * cp.async loads (or, for y, to the store warps' row copies).
  */
+#include <cstdlib>
 #include "cuda/common.cuh"
 
 #include <stdint.h>
@@ -133,8 +134,13 @@ bool xconv__cuda_map_y(const xconv_canon *p, const xconv_exec *e, int bm, int bn
  * cp.async loader would, zeros included. A negative dilation t (cuda.deconv_tc's phases)
  * runs the dim's taps backwards: tap K - 1 - k at offset k |t| from the corner of padding
  * lo + (K - 1) |t|, written into *q (the kernel's view of p) with the dim's bit in m->flip.
- * False (cp.async loads A) where that does not hold or pays: channel runs shorter than one
- * 128-byte block (cuda.fold_tc's 48-byte rows ran 11% slower by TMA), a tap's block reading
+ * Channel runs shorter than one 128-byte block (one group) take a box past them, zero-filled:
+ * half of each block's products are zeros for 64-byte runs, yet the TMA kernel's pipeline
+ * beat the cp.async kernel with two taps packed per block (twenty-ninth session, H100, i8 /
+ * fp8: rn50_1x1_256 99 -> 217 / 86 -> 165 TOP/s, rn50_3x3_64 229 -> 279 / 220 -> 272; the
+ * seventh session had measured cuda.fold_tc's 48-byte rows 11% slower by TMA, before the
+ * producer warpgroup and the persistent grid). False (cp.async loads A) where the map does
+ * not hold: a tap's block reading
  * into the next group's channels (groups > 1 with cin/groups not a multiple of 128 bytes,
  * zeros of B against them could make NaN), steps over 8, corners or tap offsets outside the
  * ranges the rank allows, strides that are not positive multiples of 16 bytes. */
@@ -143,7 +149,11 @@ bool xconv__cuda_map_x_im2col(const xconv_canon *p, const xconv_exec *e, int bm,
 {
     static encode_im2col_fn enc = (encode_im2col_fn)driver_fn("cuTensorMapEncodeIm2col");
     const int es = (int)xconv_dtype_size(p->x_dtype);
-    if (!enc || p->cin_g * es < BKB || (p->groups > 1 && (p->cin_g * es) % BKB)) return false;
+    /* one group's channel runs under 128 bytes: the box's channels past them zero-filled
+     * (XCONV_WGMMA_SHORT=0: cp.async's kernel instead, with its taps packed into blocks) */
+    const char *sv = getenv("XCONV_WGMMA_SHORT");
+    const bool short_ok = !(sv && sv[0] == '0') && p->groups == 1;
+    if (!enc || (p->cin_g * es < BKB && !short_ok) || (p->groups > 1 && (p->cin_g * es) % BKB)) return false;
     *q = *p;
     *flip = 0;
     for (int d = 0; d < 3; d++)

@@ -1018,6 +1018,9 @@ int main(void)
                  * a third with its TMA boxes handed over whole (not per warpgroup) */
                 if ((i / 3) % 3 == 0) setenv("XCONV_WGMMA_EPI", "rows", 1);
                 if ((i / 3) % 3 == 1) setenv("XCONV_WGMMA_EPI", "whole", 1);
+                /* a quarter with channel runs under 128 bytes on the cp.async kernel (taps
+                 * packed into its blocks) rather than the TMA kernel's zero-filled boxes */
+                if (i % 4 == 1) setenv("XCONV_WGMMA_SHORT", "0", 1);
             }
             /* cuda.fold_tc's problems: a third with the overlapping fold wherever it applies,
              * a third with the plain fold, a third as the cost model picks */
@@ -1049,6 +1052,7 @@ int main(void)
                 unsetenv("XCONV_WGMMA_PERSIST");
                 unsetenv("XCONV_WGMMA_BLOCKS");
                 unsetenv("XCONV_WGMMA_EPI");
+                unsetenv("XCONV_WGMMA_SHORT");
             }
         }
     if (only) goto report;
