@@ -90,11 +90,13 @@ constexpr int XCONV_CUDA_TC_SET_MAX = 8;
  * x in im2col mode as A tiles of bm output positions x 128 bytes of channels, with *q the
  * kernel's view of p (negative dilations turned, their dims' bits in *flip) and *rank the
  * map's rank (3-5: the spatial dims kept, channels and images); y for the stores of bm x bn
- * tiles, in boxes of bm positions x 128 bytes of channels. */
-bool xconv__cuda_map_w(const xconv_canon *p, const xconv_exec *e, int bn, CUtensorMap *map);
+ * tiles, in boxes of bm positions x 128 bytes of channels. kb = 64: boxes of 64 bytes of
+ * channels in the 64-byte swizzle (cuda.igemm_wgmma's packed taps). */
+bool xconv__cuda_map_w(const xconv_canon *p, const xconv_exec *e, int bn, CUtensorMap *map,
+                       int kb = 128);
 bool xconv__cuda_map_y(const xconv_canon *p, const xconv_exec *e, int bm, int bn, CUtensorMap *map);
 bool xconv__cuda_map_x_im2col(const xconv_canon *p, const xconv_exec *e, int bm, CUtensorMap *map,
-                              int *rank, int *flip, xconv_canon *q);
+                              int *rank, int *flip, xconv_canon *q, int kb = 128);
 /* A plain tiled map (rank <= 5, 1-, 2- or 4-byte elements, 128-byte swizzle) for engines that
  * describe their own views: false where the driver refuses or has no encoder. */
 bool xconv__cuda_map_tiled(CUtensorMap *map, int es, int rank, const void *base,

@@ -356,7 +356,7 @@ static_assert(THREADS * (consumer_regs<1>() - entry_regs<1>()) <=
  * last wave. MULTI: more than one job; with one, the job's fields are read at fixed parameter
  * offsets (a run-time job index made every read a generic load: 10-15% slower on the large
  * layers). */
-template <kind K, int MT, int BN, bool MULTI, bool SW, bool RB>
+template <kind K, int MT, int BN, bool MULTI, bool SW, bool RB, bool PK = false>
 __global__ void __launch_bounds__(TMA_THREADS, cfg<MT, BN>::minb)
 wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ bias,
                  char *__restrict__ y, int y_es, const tma_smem lay)
@@ -369,6 +369,9 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
     constexpr int TP = tile_dims<BM, BN, SW>::TP, TC = tile_dims<BM, BN, SW>::TC;
     static_assert(!SW || (MT == 1 && ES == 2 && !MULTI), "swapped tiles: 128 channels, 16-bit floats, one job");
     static_assert(!RB || (!SW && !MULTI), "resident B: one job, tiles not swapped");
+    /* PK: one job of 64-byte channel runs (one group), each stage two taps whole, as two
+     * 64-byte-swizzled halves of A and of B (tma_set.pack; mma_stage_pk) */
+    static_assert(!PK || (!SW && !MULTI && !RB && ES == 1), "packed taps: one job of 8-bit inputs");
     /* RB: B resident, slots of A only (a compile-time choice: a run-time one cost
      * the other launches 2-5% on the H200) */
     constexpr int SLOT = RB ? A_BYTES : STAGE_BYTES;
@@ -393,6 +396,7 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
         r.tn = (q.cout_g + TC - 1) / TC;
         r.cchunks = (int)((q.cin_g * ES + BKB - 1) / BKB);
         r.kt = (int)(q.k_size[0] * q.k_size[1] * q.k_size[2]) * r.cchunks;
+        if constexpr (PK) r.kt = (int)(q.k_size[0] * q.k_size[1] * q.k_size[2] + 1) / 2;
         return r;
     };
     /* the job of tile t, from job j on (tiles only grow) */
@@ -529,7 +533,7 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
          * dilations, maps */
         int64_t pt = first;
         int pj = 0, ps = 0, cb = 0, k0 = 0, k1 = 0, k2 = 0, corner[3], img = 0, pc0 = 0, po0 = 0;
-        int pk[3], pd[3], rank = 0, flip = 0;
+        int pk[3], pd[3], rank = 0, flip = 0, nimg = 0;
         uint32_t pe = 1;
         const CUtensorMap *ma = nullptr, *mb = nullptr;
         geom pgeo;
@@ -540,7 +544,7 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
             const xconv_canon &q = J.p;
             pgeo = tp.G;
             for (int d = 0; d < 3; d++) pk[d] = (int)q.k_size[d], pd[d] = (int)q.dil[d];
-            rank = J.a_rank, flip = J.flip, ma = &J.a, mb = &J.b;
+            rank = J.a_rank, flip = J.flip, ma = &J.a, mb = &J.b, nimg = (int)q.n;
             int64_t r = tp.m0;
             const int64_t j2 = r % q.y_size[2]; r /= q.y_size[2];
             const int64_t j1 = r % q.y_size[1]; r /= q.y_size[1];
@@ -565,6 +569,29 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
             }
             mbar_wait(empty + 8 * ps, pe);
             const uint32_t sa = sbase + ps * SLOT, bar = full + 8 * ps;
+            if constexpr (PK) { /* stage cb: taps 2 cb and 2 cb + 1, each a 64-byte half */
+                const int kvol = pk[0] * pk[1] * pk[2];
+                mbar_expect(bar, SLOT);
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    /* past the last tap (odd tap counts): A of an image past the last and B
+                     * of a kernel row past the last, both zero-filled by the copy engine */
+                    const int tap = 2 * cb + h, tt = tap < kvol ? tap : 0;
+                    const int t2 = tt % pk[2], t1 = tt / pk[2] % pk[1], t0 = tt / pk[2] / pk[1];
+                    const uint16_t toff[3] = {(uint16_t)(t2 * pd[2]), (uint16_t)(t1 * pd[1]),
+                                              (uint16_t)(t0 * pd[0])};
+                    tma_load_a(sa + h * BM * 64, ma, bar, rank, pc0, corner, tap < kvol ? img : nimg, toff);
+                    tma_load_b(sa + A_BYTES + h * BN * 64, mb, bar, 0, flip & 4 ? pk[2] - 1 - t2 : t2,
+                               flip & 2 ? pk[1] - 1 - t1 : t1,
+                               tap < kvol ? (flip & 1 ? pk[0] - 1 - t0 : t0) : pk[0], po0);
+                }
+                if (++ps == nst) ps = 0, pe ^= 1;
+                if (++cb < pgeo.kt) continue;
+                cb = 0;
+                pt += step;
+                start_tile();
+                continue;
+            }
             const uint16_t off[3] = {(uint16_t)(k2 * pd[2]), (uint16_t)(k1 * pd[1]),
                                      (uint16_t)(k0 * pd[0])};
             mbar_expect(bar, SLOT);
@@ -613,7 +640,8 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
         for (int kt = 0; kt < cg.kt; kt++) {
             mbar_wait(full + 8 * cs, cpar);
             const uint32_t sa = sbase + cs * SLOT; /* B: in the slot, or resident */
-            mma_stage<K, MT, BN>(acc, sa, RB ? (int)(sbase + lay.bres - sa) : A_BYTES, wg);
+            if constexpr (PK) mma_stage_pk<K, MT, BN>(acc, sa, A_BYTES, wg);
+            else mma_stage<K, MT, BN>(acc, sa, RB ? (int)(sbase + lay.bres - sa) : A_BYTES, wg);
             asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
             if (held >= 0 && lead) mbar_arrive(empty + 8 * held);
             held = cs;
@@ -767,12 +795,19 @@ bool make_set(const xconv_canon *ps, int n, const xconv_exec *e, int bm, int bn,
     const wgmma_knobs kn = knobs_of();
     set->count = n;
     set->tiles = 0;
+    /* Two taps per stage where a tap's channels are 64 bytes of an 8-bit dtype (one job, one
+     * group, several taps): 64-byte boxes in the 64-byte swizzle, so a 3 x 3 conv over 64 i8
+     * channels runs 5 stages, not 9 half-empty ones (XCONV_WGMMA_PACK=0: the latter). */
+    const char *pv = getenv("XCONV_WGMMA_PACK");
+    set->pack = n == 1 && !swap && !(pv && pv[0] == '0') && xconv_dtype_size(ps->x_dtype) == 1 &&
+                ps->groups == 1 && ps->cin_g == 64 && xconv__prod3(ps->k_size) > 1;
+    const int kb = set->pack ? 64 : BKB;
     for (int i = 0; i < n; i++) {
         tma_job &J = set->job[i];
         /* a tile's positions (x's im2col box) and output channels (w's box) */
         const int tp = swap ? bn : bm, tc = swap ? bm : bn;
-        if (!xconv__cuda_map_w(&ps[i], e, tc, &J.b) ||
-            !xconv__cuda_map_x_im2col(&ps[i], e, tp, &J.a, &J.a_rank, &J.flip, &J.p))
+        if (!xconv__cuda_map_w(&ps[i], e, tc, &J.b, kb) ||
+            !xconv__cuda_map_x_im2col(&ps[i], e, tp, &J.a, &J.a_rank, &J.flip, &J.p, kb))
             return false;
         J.y_vec = xconv__cuda_y_vec(&ps[i], e);
         /* y boxes: a warpgroup's rows (BM / 2 positions), or swapped its 64 channels of all */
@@ -799,12 +834,15 @@ bool make_set(const xconv_canon *ps, int n, const xconv_exec *e, int bm, int bn,
 /* Resident B is compiled for the 128 x 256 tiles only (the one-stage 1x1 layers' pick). */
 template <int MT, int BN, bool SW> constexpr bool rb_ok() { return !SW && MT == 1 && BN == 256; }
 template <kind K, int MT, int BN, bool SW>
-auto tma_kernel_for(bool multi, bool rb)
+auto tma_kernel_for(bool multi, bool rb, bool pack)
 {
     if constexpr (SW) {
         return wgmma_tma_kernel<K, MT, BN, false, true, false>;
-    } else if constexpr (rb_ok<MT, BN, SW>()) {
-        if (rb) return wgmma_tma_kernel<K, MT, BN, false, false, true>;
+    } else {
+        if constexpr (rb_ok<MT, BN, SW>())
+            if (rb) return wgmma_tma_kernel<K, MT, BN, false, false, true>;
+        if constexpr (in_bytes<K>() == 1)
+            if (pack) return wgmma_tma_kernel<K, MT, BN, false, false, false, true>;
     }
     return multi ? wgmma_tma_kernel<K, MT, BN, true, false, false> : wgmma_tma_kernel<K, MT, BN, false, false, false>;
 }
@@ -816,12 +854,13 @@ bool launch_tma(const tma_set &set, const xconv_exec *e, cudaStream_t stream, in
     const xconv_canon &q = set.job[0].p;
     const int yes = (int)xconv_dtype_size(q.y_dtype);
     const int64_t es = (int64_t)xconv_dtype_size(q.x_dtype);
-    const int64_t kt = xconv__prod3(q.k_size) * ((q.cin_g * es + BKB - 1) / BKB);
+    const int64_t kt = set.pack ? (xconv__prod3(q.k_size) + 1) / 2
+                                : xconv__prod3(q.k_size) * ((q.cin_g * es + BKB - 1) / BKB);
     const int epi = epi_bytes<MT, BN>(yes);
     int limit = 0;
     cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, q.device_index);
     const int room = limit - 2048; /* the mbarriers and the alignment */
-    auto kern = tma_kernel_for<K, MT, BN, SW>(set.count > 1, false);
+    auto kern = tma_kernel_for<K, MT, BN, SW>(set.count > 1, false, set.pack);
     /* the persistent layout and how many of its blocks fit at once */
     tma_smem lay;
     const wgmma_knobs kn = knobs_of();
@@ -864,7 +903,7 @@ bool launch_tma(const tma_set &set, const xconv_exec *e, cudaStream_t stream, in
      * of w per 16 KiB of x): B stays resident, the slots hold A only, and the room that frees
      * takes a second y tile, so one tile is filled while the other's stores drain (y is most of
      * the traffic there). Persistent grids only (the y tiles lie apart from the stages). */
-    if (rb_ok<MT, BN, SW>() && kn.resb != 0 && set.count == 1 && lay.wg_half && q.groups == 1 &&
+    if (rb_ok<MT, BN, SW>() && kn.resb != 0 && !set.pack && set.count == 1 && lay.wg_half && q.groups == 1 &&
         q.cout_g <= BN && kt == 1) {
         const int ytile = wg_half_bytes<BM, BN>(yes);
         const int epi2 = (ytile + 1023) / 1024 * 1024, bbytes = BN * BKB;
@@ -875,7 +914,7 @@ bool launch_tma(const tma_set &set, const xconv_exec *e, cudaStream_t stream, in
             lay.bres = lay.nst * A_BYTES;
             lay.epi = lay.bres + bbytes;
             lay.bars = (lay.epi + epi2 + ytile + 15) / 16 * 16;
-            kern = tma_kernel_for<K, MT, BN, SW>(false, true);
+            kern = tma_kernel_for<K, MT, BN, SW>(false, true, false);
         }
     }
     int64_t slots = 0;
@@ -889,7 +928,7 @@ bool launch_tma(const tma_set &set, const xconv_exec *e, cudaStream_t stream, in
     if (persist && slots == 0) return false;
     if (!persist) {
         resb = false, lay.bres = lay.epi2 = 0;
-        kern = tma_kernel_for<K, MT, BN, SW>(set.count > 1, false);
+        kern = tma_kernel_for<K, MT, BN, SW>(set.count > 1, false, set.pack);
         lay.nst = kt < 3 ? 3 : kt < STAGES ? (int)kt : STAGES;
         lay.epi = 0;
         lay.bars = lay.nst * STAGE > epi ? lay.nst * STAGE : (epi + 15) / 16 * 16;

@@ -63,7 +63,7 @@ bool xconv__cuda_map_tiled(CUtensorMap *map, int es, int r, const void *base, co
  * group), box 128 bytes x 1 x 1 x 1 x BN. False (cp.async loads B) when the driver's encoder
  * is missing or refuses, a stride is not positive, or the groups' rows are not one run of
  * output channels (w_sg != cout_g * w_so). */
-bool xconv__cuda_map_w(const xconv_canon *p, const xconv_exec *e, int bn, CUtensorMap *map)
+bool xconv__cuda_map_w(const xconv_canon *p, const xconv_exec *e, int bn, CUtensorMap *map, int kb)
 {
     const int es = (int)xconv_dtype_size(p->x_dtype);
     static encode_tiled_fn enc = (encode_tiled_fn)driver_fn("cuTensorMapEncodeTiled");
@@ -83,12 +83,12 @@ bool xconv__cuda_map_w(const xconv_canon *p, const xconv_exec *e, int bn, CUtens
     strides[3] = (cuuint64_t)(p->w_so * es);
     for (cuuint64_t st : strides)
         if (st % 16 || st >= (1ull << 40)) return false;
-    const cuuint32_t box[5] = {(cuuint32_t)(BKB / es), 1, 1, 1, (cuuint32_t)bn};
+    const cuuint32_t box[5] = {(cuuint32_t)(kb / es), 1, 1, 1, (cuuint32_t)bn};
     const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
     void *base = (void *)((const char *)e->w + p->w_off * es);
     return enc(map, es == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8, 5,
                base, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
-               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               kb == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
@@ -145,7 +145,7 @@ bool xconv__cuda_map_y(const xconv_canon *p, const xconv_exec *e, int bm, int bn
  * zeros of B against them could make NaN), steps over 8, corners or tap offsets outside the
  * ranges the rank allows, strides that are not positive multiples of 16 bytes. */
 bool xconv__cuda_map_x_im2col(const xconv_canon *p, const xconv_exec *e, int bm, CUtensorMap *map,
-                              int *rank_out, int *flip, xconv_canon *q)
+                              int *rank_out, int *flip, xconv_canon *q, int kb)
 {
     static encode_im2col_fn enc = (encode_im2col_fn)driver_fn("cuTensorMapEncodeIm2col");
     const int es = (int)xconv_dtype_size(p->x_dtype);
@@ -197,8 +197,9 @@ bool xconv__cuda_map_x_im2col(const xconv_canon *p, const xconv_exec *e, int bm,
     void *base = (void *)((const char *)e->x + q->x_off * es);
     *rank_out = rank;
     return enc(map, es == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8,
-               (cuuint32_t)rank, base, dims, strides, lower, upper, (cuuint32_t)(BKB / es),
-               (cuuint32_t)bm, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+               (cuuint32_t)rank, base, dims, strides, lower, upper, (cuuint32_t)(kb / es),
+               (cuuint32_t)bm, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               kb == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B,
                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 

@@ -443,6 +443,7 @@ struct tma_set {
     tma_job job[MAX_JOBS];
     long long tiles; /* of all jobs */
     int count;
+    bool pack; /* one job of 64-byte channel runs, two taps per stage (wgmma_tma_kernel's PK) */
 };
 /* A kernel's tile orientation: BM rows of positions (A: x) x BN output channels (B: w), or
  * swapped (SW): BM = 128 output channels (A: w) x BN positions (B: x), the y tile written
@@ -491,6 +492,33 @@ __device__ __forceinline__ void mma_stage(acc_t (&acc)[MT][BN / 2], uint32_t sta
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) /* 64 rows = 8 KiB of A further */
             xconv_wgmma::mma_op<(int)K, BN>::run(acc[mt], da + mt * 512 + 2 * ks, db + 2 * ks);
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+
+/* The same in the 64-byte swizzle: stride byte offset 512 (8 rows of 64 bytes), layout 2. */
+__device__ __forceinline__ uint64_t tile_desc64(uint32_t addr)
+{
+    return (uint64_t)((addr & 0x3FFFFu) >> 4) | (1ull << 16) | (32ull << 32) | (2ull << 62);
+}
+
+/* mma_stage for a stage of two taps of 64 bytes each (wgmma_tma_kernel's PK): A as two
+ * [BM rows x 64 bytes] halves, B as two [BN x 64 bytes] halves, each in the 64-byte swizzle;
+ * half h holds tap 2s + h of stage s, so the stage's 128 bytes of K are both taps whole. */
+template <kind K, int MT, int BN, class acc_t>
+__device__ __forceinline__ void mma_stage_pk(acc_t (&acc)[MT][BN / 2], uint32_t stage, int a_bytes,
+                                             int wg)
+{
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const uint64_t da = tile_desc64(stage + h * 128 * MT * 64 + wg * MT * 64 * 64),
+                       db = tile_desc64(stage + a_bytes + h * BN * 64);
+#pragma unroll
+        for (int ks = 0; ks < 2; ks++)
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) /* 64 rows = 4 KiB of A further */
+                xconv_wgmma::mma_op<(int)K, BN>::run(acc[mt], da + mt * 256 + 2 * ks, db + 2 * ks);
+    }
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 }
 

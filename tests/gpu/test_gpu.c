@@ -247,6 +247,9 @@ typedef enum shape_kind {
  * (the kernel's RB): 1x1 at stride 1, one group, 128 bytes of channels (one K stage,
  * whole for the TMA im2col loads), so that every tile of a launch reads the same B. */
 static bool resb_shape;
+/* Set while main draws SHAPE_WGMMA problems for its packed taps (wgmma_tma_kernel's PK): one
+ * group of 64 channels of an 8-bit dtype, kernels of several taps (odd and even counts). */
+static bool pack_shape;
 
 /* A random valid problem of the given shape kind. */
 static problem random_problem_once(shape_kind kind)
@@ -266,7 +269,7 @@ static problem random_problem_once(shape_kind kind)
     const int64_t plane_ks = rnd() & 1 ? 3 : 5, plane_s = rnd_in(1, 2);
     /* a quarter of the wgmma problems 1x1 at stride 1 without padding (the 1x1 layers'
      * shape: one K stage per tap, tiles of few stages) */
-    const bool wg_plain = wg && (resb_shape || rnd() % 4 == 0);
+    const bool wg_plain = wg && !pack_shape && (resb_shape || rnd() % 4 == 0);
     static const xconv_dtype tc_dtypes[] = {XCONV_DTYPE_BF16, XCONV_DTYPE_F16, XCONV_DTYPE_I8,
                                             XCONV_DTYPE_U8, XCONV_DTYPE_F8E4M3, XCONV_DTYPE_F8E5M2};
     problem pb;
@@ -295,6 +298,7 @@ static problem random_problem_once(shape_kind kind)
             cout_g = rnd_in(0, 2) == 0 ? rnd_in(1, 64) : rnd_in(0, 1) ? rnd_in(65, 160)
                                                                      : rnd_in(161, 300);
             if (resb_shape) g = 1, cout_g = 16 * rnd_in(1, 16); /* y rows of whole 16-byte pieces: TMA boxes */
+            if (pack_shape) g = 1, cin_g = 64;
         }
         if (kind == SHAPE_DECONV && rnd_in(0, 2) == 0) /* whole 128-byte blocks: the phases */
             cin_g = 64 * rnd_in(1, 3);                 /* in one launch of the TMA kernel */
@@ -390,6 +394,7 @@ static problem random_problem_once(shape_kind kind)
     /* bf16, f16, i8, u8, and fp8 (check_problem runs those again with allow_fp8_fast_accum) */
     if (wg) xd = tc_dtypes[rnd() % 6];
     if (resb_shape) cin_g = 128 / (int64_t)xconv_dtype_size(xd); /* one whole 128-byte block */
+    if (pack_shape) xd = tc_dtypes[2 + rnd() % 4];                  /* i8, u8, e4m3, e5m2 */
     if (dw && (cf_plane || (rnd() & 1))) xd = dw_dtypes[rnd() % 3]; /* the 16-byte and direct paths */
     static const xconv_dtype slide_dtypes[] = {XCONV_DTYPE_BF16,   XCONV_DTYPE_F16,   XCONV_DTYPE_F32,
                                                XCONV_DTYPE_I8,     XCONV_DTYPE_U8,    XCONV_DTYPE_F8E4M3,
@@ -1077,6 +1082,25 @@ int main(void)
         unsetenv("XCONV_WGMMA_RESB");
     }
     resb_shape = false;
+    /* 64 channels of an 8-bit dtype: two taps per stage in the TMA kernel (every configuration,
+     * persistent or not, grids of 1-3 blocks), the last stage of an odd tap count half
+     * zero-filled; a quarter on the cp.async kernel's packed taps (XCONV_WGMMA_SHORT=0) */
+    pack_shape = true;
+    for (int i = 0; i < wgmma_count / 2; i++) {
+        problem pb = random_problem(SHAPE_WGMMA);
+        const char cfg[2] = {(char)('0' + i % 7), 0};
+        const char blocks[2] = {(char)('1' + (i / 7) % 3), 0};
+        setenv("XCONV_WGMMA_CFG", cfg, 1);
+        setenv("XCONV_WGMMA_PERSIST", (i / 2) % 2 ? "1" : "0", 1);
+        setenv("XCONV_WGMMA_BLOCKS", blocks, 1);
+        if (i % 4 == 3) setenv("XCONV_WGMMA_SHORT", "0", 1);
+        check_problem(&pb, (i & 1) ? FILL_REAL : FILL_EXACT);
+        unsetenv("XCONV_WGMMA_CFG");
+        unsetenv("XCONV_WGMMA_PERSIST");
+        unsetenv("XCONV_WGMMA_BLOCKS");
+        unsetenv("XCONV_WGMMA_SHORT");
+    }
+    pack_shape = false;
     /* infinities in w, or infinities and NaN in x, on cuda.igemm_wgmma's tiles (every
      * configuration, a third of them shaped for resident B): its epilogues round 4-8 pairs of
      * sums at once and redo a group that holds a NaN value by value, so groups mix NaN,
