@@ -204,6 +204,15 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
     const char *a_src[AROWS];
     bool a_in[AROWS];
     int ld_cb = 0, k0 = 0, k1 = 0, k2 = 0;
+    /* B by cp.async into the stage at sb: this thread's chunk of its rows, w_tap elements
+     * into each row of w, zeros where ok is false */
+    auto load_b = [&](uint32_t sb, int64_t w_tap, bool ok) {
+#pragma unroll
+        for (int i = 0; i < BROWS; i++) {
+            const bool in = ok && 32 * i < b_rows;
+            cp_async16(sb + swz(row0 + 32 * i, chunk), in ? w + (b_base + i * b_step + w_tap) * ES : w, in);
+        }
+    };
     auto load_stage = [&](int slot) {
         if constexpr (TPK > 1) { /* ld_cb counts stages; this thread's tap of each */
             constexpr int CPT = 8 / TPK; /* 16-byte chunks per tap */
@@ -220,13 +229,7 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
                                 (unsigned)q1 < (unsigned)X1 && (unsigned)q2 < (unsigned)X2;
                 cp_async16(sa + swz(row0 + 32 * i, chunk), ok ? x + (a_base[i] + x_tap) * ES : x, ok);
             }
-            const int64_t w_tap = t0 * p.w_sk[0] + t1 * p.w_sk[1] + t2 * p.w_sk[2] + cc;
-#pragma unroll
-            for (int i = 0; i < BROWS; i++) {
-                const bool ok = t_ok && 32 * i < b_rows;
-                cp_async16(sb + swz(row0 + 32 * i, chunk),
-                           ok ? w + (b_base + i * b_step + w_tap) * ES : w, ok);
-            }
+            load_b(sb, t0 * p.w_sk[0] + t1 * p.w_sk[1] + t2 * p.w_sk[2] + cc, t_ok);
             return;
         }
         if (ld_cb == 0) {
@@ -265,13 +268,7 @@ wgmma_kernel(const xconv_canon p, const char *__restrict__ x, const char *__rest
             }
             return;
         }
-        const int64_t w_tap = t0 * p.w_sk[0] + t1 * p.w_sk[1] + t2 * p.w_sk[2] + c;
-#pragma unroll
-        for (int i = 0; i < BROWS; i++) {
-            const bool ok = c_ok && 32 * i < b_rows;
-            cp_async16(sb + swz(row0 + 32 * i, chunk),
-                       ok ? w + (b_base + i * b_step + w_tap) * ES : w, ok);
-        }
+        load_b(sb, t0 * p.w_sk[0] + t1 * p.w_sk[1] + t2 * p.w_sk[2] + c, c_ok);
     };
 
     acc_t acc[MT][BN / 2];
@@ -395,8 +392,8 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
         r.tm = (r.M + TP - 1) / TP;
         r.tn = (q.cout_g + TC - 1) / TC;
         r.cchunks = (int)((q.cin_g * ES + BKB - 1) / BKB);
-        r.kt = (int)(q.k_size[0] * q.k_size[1] * q.k_size[2]) * r.cchunks;
-        if constexpr (PK) r.kt = (int)(q.k_size[0] * q.k_size[1] * q.k_size[2] + 1) / 2;
+        const int kvol = (int)(q.k_size[0] * q.k_size[1] * q.k_size[2]);
+        r.kt = PK ? (kvol + 1) / 2 : kvol * r.cchunks;
         return r;
     };
     /* the job of tile t, from job j on (tiles only grow) */
@@ -764,6 +761,10 @@ struct wgmma_knobs {
     int epi; /* XCONV_WGMMA_EPI: 0 the default, 1 "consumers" (no store warps), 2 "rows" (the
               * store warps' row copies even where y has a TMA view), 3 "whole" (TMA boxes, but
               * the whole tile handed over at once, not per warpgroup) */
+    int short_runs; /* XCONV_WGMMA_SHORT=0 keeps channel runs under 128 bytes off the TMA
+                     * kernel (on the cp.async kernel, taps packed into its blocks) */
+    int pack;       /* XCONV_WGMMA_PACK=0: the TMA kernel's 64-byte runs one tap per stage */
+    int tpk;        /* XCONV_WGMMA_TPK=1: the cp.async kernel's short runs one tap per block */
 };
 wgmma_knobs knobs_of()
 {
@@ -779,10 +780,15 @@ wgmma_knobs knobs_of()
                     : strcmp(ev, "whole") == 0     ? 3
                                                    : 0;
     const char *bv = getenv("XCONV_WGMMA_BAND"); /* -1 (unset): launch_tma picks */
-    const char *rv = getenv("XCONV_WGMMA_RESB");
+    auto off = [](const char *name, char c) { /* 0 where the knob starts with c, else 1 */
+        const char *v = getenv(name);
+        return v && v[0] == c ? 0 : 1;
+    };
     return wgmma_knobs{num("XCONV_WGMMA_NST", 3, 16), num("XCONV_WGMMA_BLOCKS", 1, 1 << 20),
-                       rv && rv[0] == '0' ? 0 : 1, num("XCONV_WGMMA_TRACE", 1, 1),
-                       bv ? num("XCONV_WGMMA_BAND", 0, 1 << 20) : -1, epi};
+                       off("XCONV_WGMMA_RESB", '0'), num("XCONV_WGMMA_TRACE", 1, 1),
+                       bv ? num("XCONV_WGMMA_BAND", 0, 1 << 20) : -1, epi,
+                       off("XCONV_WGMMA_SHORT", '0'), off("XCONV_WGMMA_PACK", '0'),
+                       off("XCONV_WGMMA_TPK", '1')};
 }
 
 /* The jobs of ps[0..n) for the TMA kernel with BM x BN tiles: false where a tensor map cannot
@@ -797,16 +803,16 @@ bool make_set(const xconv_canon *ps, int n, const xconv_exec *e, int bm, int bn,
     set->tiles = 0;
     /* Two taps per stage where a tap's channels are 64 bytes of an 8-bit dtype (one job, one
      * group, several taps): 64-byte boxes in the 64-byte swizzle, so a 3 x 3 conv over 64 i8
-     * channels runs 5 stages, not 9 half-empty ones (XCONV_WGMMA_PACK=0: the latter). */
-    const char *pv = getenv("XCONV_WGMMA_PACK");
-    set->pack = n == 1 && !swap && !(pv && pv[0] == '0') && xconv_dtype_size(ps->x_dtype) == 1 &&
+     * channels runs 5 stages, not 9 half-empty ones (kn.pack). */
+    set->pack = n == 1 && !swap && kn.pack && xconv_dtype_size(ps->x_dtype) == 1 &&
                 ps->groups == 1 && ps->cin_g == 64 && xconv__prod3(ps->k_size) > 1;
     const int kb = set->pack ? 64 : BKB;
     for (int i = 0; i < n; i++) {
         tma_job &J = set->job[i];
         /* a tile's positions (x's im2col box) and output channels (w's box) */
         const int tp = swap ? bn : bm, tc = swap ? bm : bn;
-        if (!xconv__cuda_map_w(&ps[i], e, tc, &J.b, kb) ||
+        if ((!kn.short_runs && ps[i].cin_g * (int64_t)xconv_dtype_size(ps[i].x_dtype) < BKB) ||
+            !xconv__cuda_map_w(&ps[i], e, tc, &J.b, kb) ||
             !xconv__cuda_map_x_im2col(&ps[i], e, tp, &J.a, &J.a_rank, &J.flip, &J.p, kb))
             return false;
         J.y_vec = xconv__cuda_y_vec(&ps[i], e);
@@ -939,8 +945,8 @@ bool launch_tma(const tma_set &set, const xconv_exec *e, cudaStream_t stream, in
     unsigned blocks = (unsigned)(persist && slots < set.tiles ? slots : set.tiles);
     if (persist && kn.blocks > 0 && (unsigned)kn.blocks < blocks) blocks = (unsigned)kn.blocks;
     if (kn.trace)
-        fprintf(stderr, "wgmma_tma bm %d bn %d sw %d resb %d nst %d slot %d bres %d epi %d epi2 %d bars %d blocks %u tiles %lld\n",
-                BM, BN, (int)SW, (int)resb, lay.nst, resb ? A_BYTES : STAGE, lay.bres, lay.epi, lay.epi2, lay.bars, blocks,
+        fprintf(stderr, "wgmma_tma bm %d bn %d sw %d resb %d pk %d nst %d slot %d bres %d epi %d epi2 %d bars %d blocks %u tiles %lld\n",
+                BM, BN, (int)SW, (int)resb, (int)set.pack, lay.nst, resb ? A_BYTES : STAGE, lay.bres, lay.epi, lay.epi2, lay.bars, blocks,
                 (long long)set.tiles);
     kern<<<blocks, TMA_THREADS, smem, stream>>>(set, (const char *)e->bias, (char *)e->y, yes, lay);
     return true;
@@ -970,10 +976,8 @@ bool launch_cfg(const xconv_canon *ps, int n, const xconv_exec *e, cudaStream_t 
     const xconv_canon *p = ps;
     const int es = (int)xconv_dtype_size(p->x_dtype), yes = (int)xconv_dtype_size(p->y_dtype);
     const int64_t kvol = xconv__prod3(p->k_size), cbytes = p->cin_g * es;
-    /* taps packed into 128-byte blocks where a tap's channels are 64, 32 or 16 bytes
-     * (tuning knob: XCONV_WGMMA_TPK=1 keeps one tap per block) */
-    const char *pv = getenv("XCONV_WGMMA_TPK");
-    const int tpk = kvol > 1 && (cbytes == 64 || cbytes == 32 || cbytes == 16) && !(pv && pv[0] == '1')
+    /* taps packed into 128-byte blocks where a tap's channels are 64, 32 or 16 bytes */
+    const int tpk = kvol > 1 && (cbytes == 64 || cbytes == 32 || cbytes == 16) && knobs_of().tpk
                         ? (int)(BKB / cbytes) : 1;
     const int64_t kt = tpk > 1 ? (kvol + tpk - 1) / tpk : kvol * ((cbytes + BKB - 1) / BKB);
     CUtensorMap map;

@@ -5,7 +5,6 @@
  * against libcuda; a missing encoder, or one that refuses a view, sends the kernel to its
  * cp.async loads (or, for y, to the store warps' row copies).
  */
-#include <cstdlib>
 #include "cuda/common.cuh"
 
 #include <stdint.h>
@@ -149,11 +148,7 @@ bool xconv__cuda_map_x_im2col(const xconv_canon *p, const xconv_exec *e, int bm,
 {
     static encode_im2col_fn enc = (encode_im2col_fn)driver_fn("cuTensorMapEncodeIm2col");
     const int es = (int)xconv_dtype_size(p->x_dtype);
-    /* one group's channel runs under 128 bytes: the box's channels past them zero-filled
-     * (XCONV_WGMMA_SHORT=0: cp.async's kernel instead, with its taps packed into blocks) */
-    const char *sv = getenv("XCONV_WGMMA_SHORT");
-    const bool short_ok = !(sv && sv[0] == '0') && p->groups == 1;
-    if (!enc || (p->cin_g * es < BKB && !short_ok) || (p->groups > 1 && (p->cin_g * es) % BKB)) return false;
+    if (!enc || (p->groups > 1 && (p->cin_g * es) % BKB)) return false;
     *q = *p;
     *flip = 0;
     for (int d = 0; d < 3; d++)

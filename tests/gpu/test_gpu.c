@@ -251,6 +251,24 @@ static bool resb_shape;
  * group of 64 channels of an 8-bit dtype, kernels of several taps (odd and even counts). */
 static bool pack_shape;
 
+/* cuda.igemm_wgmma's launch knobs (read at each launch) for the next problem: tile
+ * configuration cfg (an index of its CFGS), the persistent grid or not, and (blocks > 0) at
+ * most that many blocks in it; wgmma_knobs_clear unsets these and every other knob a loop
+ * below sets. */
+static void wgmma_knobs_set(int cfg, bool persist, int blocks)
+{
+    const char c[2] = {(char)('0' + cfg), 0}, b[2] = {(char)('0' + blocks), 0};
+    setenv("XCONV_WGMMA_CFG", c, 1);
+    setenv("XCONV_WGMMA_PERSIST", persist ? "1" : "0", 1);
+    if (blocks > 0) setenv("XCONV_WGMMA_BLOCKS", b, 1);
+}
+static void wgmma_knobs_clear(void)
+{
+    static const char *const names[] = {"XCONV_WGMMA_CFG",  "XCONV_WGMMA_PERSIST", "XCONV_WGMMA_BLOCKS",
+                                        "XCONV_WGMMA_EPI",  "XCONV_WGMMA_SHORT",   "XCONV_WGMMA_RESB"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) unsetenv(names[i]);
+}
+
 /* A random valid problem of the given shape kind. */
 static problem random_problem_once(shape_kind kind)
 {
@@ -1013,12 +1031,10 @@ int main(void)
             const bool force = special[k] == SHAPE_WGMMA || special[k] == SHAPE_DECONV ||
                                special[k] == SHAPE_F8;
             if (force) {
-                const char cfg[2] = {(char)('0' + (i / 2) % 8), 0};
-                setenv("XCONV_WGMMA_CFG", cfg, 1);
-                setenv("XCONV_WGMMA_PERSIST", (i / 14) % 2 ? "1" : "0", 1);
-                /* few blocks in the persistent grid, so that each runs many tiles */
-                const char blocks[2] = {(char)('1' + (i / 5) % 4), 0};
-                if (blocks[0] < '4') setenv("XCONV_WGMMA_BLOCKS", blocks, 1);
+                /* few blocks in the persistent grid (1-3, or no cap), so that each runs many
+                 * tiles */
+                const int blocks = 1 + (i / 5) % 4;
+                wgmma_knobs_set((i / 2) % 8, (i / 14) % 2, blocks < 4 ? blocks : 0);
                 /* a third of them with the y tile copied row by row where y has a TMA view,
                  * a third with its TMA boxes handed over whole (not per warpgroup) */
                 if ((i / 3) % 3 == 0) setenv("XCONV_WGMMA_EPI", "rows", 1);
@@ -1052,13 +1068,7 @@ int main(void)
             }
             if (fold) unsetenv("XCONV_FOLD_SPREAD");
             if (pad) unsetenv("XCONV_PATCH_PAD");
-            if (force) {
-                unsetenv("XCONV_WGMMA_CFG");
-                unsetenv("XCONV_WGMMA_PERSIST");
-                unsetenv("XCONV_WGMMA_BLOCKS");
-                unsetenv("XCONV_WGMMA_EPI");
-                unsetenv("XCONV_WGMMA_SHORT");
-            }
+            if (force) wgmma_knobs_clear();
         }
     if (only) goto report;
     /* cuda.igemm_wgmma's resident-B launches (one B tile for all of a launch's tiles, two y
@@ -1069,17 +1079,10 @@ int main(void)
     for (int i = 0; i < wgmma_count / 2; i++) {
         problem pb = random_problem(SHAPE_WGMMA);
         /* mostly 128 x 256 tiles (the configuration it is compiled for), else the others */
-        const char cfg[2] = {(char)(i % 3 ? '0' : '1' + (i / 3) % 6), 0};
-        const char blocks[2] = {(char)('1' + i % 3), 0};
-        setenv("XCONV_WGMMA_CFG", cfg, 1);
-        setenv("XCONV_WGMMA_PERSIST", "1", 1);
-        setenv("XCONV_WGMMA_BLOCKS", blocks, 1);
+        wgmma_knobs_set(i % 3 ? 0 : 1 + (i / 3) % 6, true, 1 + i % 3);
         if (i & 1) setenv("XCONV_WGMMA_RESB", "0", 1);
         check_problem(&pb, (i & 2) ? FILL_REAL : FILL_EXACT);
-        unsetenv("XCONV_WGMMA_CFG");
-        unsetenv("XCONV_WGMMA_PERSIST");
-        unsetenv("XCONV_WGMMA_BLOCKS");
-        unsetenv("XCONV_WGMMA_RESB");
+        wgmma_knobs_clear();
     }
     resb_shape = false;
     /* 64 channels of an 8-bit dtype: two taps per stage in the TMA kernel (every configuration,
@@ -1088,17 +1091,10 @@ int main(void)
     pack_shape = true;
     for (int i = 0; i < wgmma_count / 2; i++) {
         problem pb = random_problem(SHAPE_WGMMA);
-        const char cfg[2] = {(char)('0' + i % 7), 0};
-        const char blocks[2] = {(char)('1' + (i / 7) % 3), 0};
-        setenv("XCONV_WGMMA_CFG", cfg, 1);
-        setenv("XCONV_WGMMA_PERSIST", (i / 2) % 2 ? "1" : "0", 1);
-        setenv("XCONV_WGMMA_BLOCKS", blocks, 1);
+        wgmma_knobs_set(i % 7, (i / 2) % 2, 1 + (i / 7) % 3);
         if (i % 4 == 3) setenv("XCONV_WGMMA_SHORT", "0", 1);
         check_problem(&pb, (i & 1) ? FILL_REAL : FILL_EXACT);
-        unsetenv("XCONV_WGMMA_CFG");
-        unsetenv("XCONV_WGMMA_PERSIST");
-        unsetenv("XCONV_WGMMA_BLOCKS");
-        unsetenv("XCONV_WGMMA_SHORT");
+        wgmma_knobs_clear();
     }
     pack_shape = false;
     /* infinities in w, or infinities and NaN in x, on cuda.igemm_wgmma's tiles (every
@@ -1110,12 +1106,9 @@ int main(void)
         problem pb = random_problem(SHAPE_WGMMA);
         resb_shape = false;
         if (!has_inf(pb.x.dtype)) continue;
-        const char cfg[2] = {(char)(i % 3 == 0 ? '0' : '0' + i % 8), 0};
-        setenv("XCONV_WGMMA_CFG", cfg, 1);
-        setenv("XCONV_WGMMA_PERSIST", i % 3 == 0 || (i & 2) ? "1" : "0", 1);
+        wgmma_knobs_set(i % 3 == 0 ? 0 : i % 8, i % 3 == 0 || (i & 2), 0);
         check_problem(&pb, i & 1 ? FILL_SPECIAL_X : FILL_SPECIAL);
-        unsetenv("XCONV_WGMMA_CFG");
-        unsetenv("XCONV_WGMMA_PERSIST");
+        wgmma_knobs_clear();
     }
     /* infinite weights over padding, on every engine that takes a float problem */
     for (int i = 0; i < special_count; i++) {
