@@ -78,8 +78,8 @@ __device__ __forceinline__ int tile_at_byte(int r, int b, int pitch)
  * Thread layout (wgmma's, = mma.sync's C fragments): d[4j + 2h + e] is row lane/4 + 8h of
  * the warp's 16, column 8j + 2(lane%4) + e; the two columns e = 0, 1 go by one store (with
  * the 16-byte row padding, or the swizzle, a warp's 4-byte stores hit 32 different banks).
- * 16-bit floats are rounded 8 pairs at a time (4 on 160-wide tiles: round_pairs' one NaN
- * check per group). row0: the thread's first tile row. */
+ * fp8 and 16-bit floats are rounded 8 pairs at a time (4 on 160-wide tiles: round_pairs' and
+ * round_pairs_f8's one check for special values per group). row0: the thread's first tile row. */
 template <xconv_dtype YD, int BN, bool SWZ, int BM, class acc_t, class bias_t>
 __device__ __forceinline__ void tile_store(const acc_t (&acc)[BN / 2], const bias_t *bv,
                                            bool has_bias, unsigned char *tile, int pitch, int row0,
@@ -87,7 +87,9 @@ __device__ __forceinline__ void tile_store(const acc_t (&acc)[BN / 2], const bia
 {
     constexpr bool F8 = YD == XCONV_DTYPE_F8E4M3 || YD == XCONV_DTYPE_F8E5M2;
     constexpr int ES = (int)(YD == XCONV_DTYPE_U8 || F8 ? 1 : YD == XCONV_DTYPE_BF16 || YD == XCONV_DTYPE_F16 || YD == XCONV_DTYPE_U16 ? 2 : 4);
-    if constexpr (F8) { /* fp8 y: pairs of bytes, 8 pairs per rounding (round_pairs_f8) */
+    if constexpr (std::is_same<acc_t, float>::value && (F8 || ES == 2)) {
+        /* one word (two values) per pair */
+        using word_t = typename std::conditional<F8, uint16_t, uint32_t>::type;
         constexpr int P = (BN / 8) % 8 == 0 ? 8 : 4;
         static_assert((BN / 8) % P == 0, "whole groups of pairs");
 #pragma unroll
@@ -96,39 +98,18 @@ __device__ __forceinline__ void tile_store(const acc_t (&acc)[BN / 2], const bia
 #pragma unroll
             for (int j0 = 0; j0 < BN / 8; j0 += P) {
                 float lo[P], hi[P];
-                uint16_t w[P];
+                word_t w[P];
 #pragma unroll
                 for (int q = 0; q < P; q++) {
                     const int j = j0 + q, cidx = col0 + 8 * j;
                     lo[q] = acc[4 * j + 2 * h], hi[q] = acc[4 * j + 2 * h + 1];
                     if (has_bias) lo[q] += bv[cidx], hi[q] += bv[cidx + 1];
                 }
-                round_pairs_f8<YD == XCONV_DTYPE_F8E4M3, P>(lo, hi, w);
+                if constexpr (F8) round_pairs_f8<YD == XCONV_DTYPE_F8E4M3, P>(lo, hi, w);
+                else round_pairs<YD, P>(lo, hi, w);
 #pragma unroll
                 for (int q = 0; q < P; q++)
-                    *(uint16_t *)(tile + tile_at_byte<SWZ, BM>(r, col0 + 8 * (j0 + q), pitch)) = w[q];
-            }
-        }
-    } else if constexpr (std::is_same<acc_t, float>::value && ES == 2) {
-        constexpr int P = (BN / 8) % 8 == 0 ? 8 : 4; /* pairs per rounding */
-        static_assert((BN / 8) % P == 0, "whole groups of pairs");
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int r = row0 + 8 * h;
-#pragma unroll
-            for (int j0 = 0; j0 < BN / 8; j0 += P) {
-                float lo[P], hi[P];
-                uint32_t w[P];
-#pragma unroll
-                for (int q = 0; q < P; q++) {
-                    const int j = j0 + q, cidx = col0 + 8 * j;
-                    lo[q] = acc[4 * j + 2 * h], hi[q] = acc[4 * j + 2 * h + 1];
-                    if (has_bias) lo[q] += bv[cidx], hi[q] += bv[cidx + 1];
-                }
-                round_pairs<YD, P>(lo, hi, w);
-#pragma unroll
-                for (int q = 0; q < P; q++)
-                    *(uint32_t *)(tile + tile_at_byte<SWZ, BM>(r, (col0 + 8 * (j0 + q)) * ES, pitch)) = w[q];
+                    *(word_t *)(tile + tile_at_byte<SWZ, BM>(r, (col0 + 8 * (j0 + q)) * ES, pitch)) = w[q];
             }
         }
     } else {
