@@ -14,10 +14,12 @@
  *
  * qwenvl_patch (cin 3, k 2x14x14) becomes a 1x1 conv with 1176 channels in either layout.
  * Its rows (2352 bytes) do not start on 128-byte boundaries, and the kernel's TMA loads of such
- * rows are slow: the same GEMM ran 400 TFLOP/s with 1176 channels against 532-579 with 1152 or
- * 1216 (bf16, 16384 x 1152 outputs, one call). Copying x and w into the workspace with rows
- * padded to 1216 channels did not pay: the copies took 31 us (2.9 TB/s) of the GEMM's 18 us
- * saved, 397 -> 374 TFLOP/s (tried and dropped, tenth session).
+ * rows are slow: the same GEMM ran 343 TFLOP/s with 1176 channels against 545-568 with 1216 or
+ * 1152 (bf16, 16384 x 1152 outputs, an H100). Copying x as well costs more than it saves (31
+ * us of the GEMM's 18 us saved, tenth session), but w is small (2.7 MB against x's 38.5 MB):
+ * with only w copied into rows of 1216 channels, 343 -> 448 TFLOP/s in either layout
+ * (thirtieth session). x's last k-block reads past each row's 1176 values; its TMA map ends
+ * there, so those lanes are zeros, as are w's padding columns.
  *
  * Folded rows that are not whole 16-byte pieces (qwenvl_patch in i8 / u8 / fp8: 1176 bytes)
  * cannot take the 16-byte loader at all, so there the copy pays: x and w are copied into the
@@ -88,28 +90,48 @@ bool fold(const xconv_canon *p, xconv_canon *q)
     return true;
 }
 
-/* The padded copy: r is the folded q over dense copies of x and w in the workspace, rows of
- * cpad channels (whole 128-byte blocks); false where q takes the 16-byte loader as it is, or
- * the padded r does not, or (unless XCONV_PATCH_PAD=1) the padding would add more than half. */
+/* The padded copies: r is the folded q over a dense copy of w in the workspace with rows of
+ * cpad channels (whole 128-byte blocks), and of x too where copy_x. Two cases:
+ *   - q does not take the 16-byte loader (rows that are not whole 16-byte pieces): x and w,
+ *     where the padding adds at most half the row;
+ *   - q takes it, but its 16-bit rows are off 128-byte boundaries (qwenvl_patch: 2352 bytes)
+ *     and the GEMM is long (PATCH_W_MIN_POS positions, so that copying w costs little beside
+ *     it): w alone. Every TMA box row of w then starts a 128-byte line; x's stay as they are.
+ * XCONV_PATCH_PAD=1 takes the first wherever it applies (tests), =w the second, =0 neither
+ * in the second case. */
+#define PATCH_W_MIN_POS 2048
 struct padded {
     xconv_canon r;
     int64_t     cpad;
-    size_t      x_bytes, w_bytes; /* the copies, each rounded up to 256 bytes */
+    bool        copy_x;
+    size_t      x_bytes, w_bytes; /* the copies, each rounded up to 256 bytes (x: 0 if not) */
 };
 
 bool pad_plan(const xconv_canon *q, padded *pd)
 {
-    if (xconv__cuda_igemm_fast(q)) return false;
+    const char *env = getenv("XCONV_PATCH_PAD");
+    const char knob = env ? env[0] : 0;
     const int64_t es = (int64_t)xconv_dtype_size(q->x_dtype);
     if (es > 2 || q->x_sc != 1 || q->w_si != 1 || q->groups != 1) return false;
     const int64_t row = q->cin * es, cpad = (row + 127) / 128 * 128 / es;
-    const char *force = getenv("XCONV_PATCH_PAD");
-    if (!(force && force[0] == '1') && 2 * (cpad - q->cin) > q->cin) return false;
+    bool copy_x;
+    if (!xconv__cuda_igemm_fast(q)) {
+        if (knob != '1' && 2 * (cpad - q->cin) > q->cin) return false;
+        copy_x = true;
+    } else if (knob == '1') {
+        copy_x = true;
+    } else {
+        const bool w_pays = es == 2 && row % 128 && q->n * xconv__prod3(q->y_size) >= PATCH_W_MIN_POS;
+        if (knob == '0' || (knob != 'w' && !w_pays)) return false;
+        copy_x = false;
+    }
     xconv_canon r = *q;
-    r.cin = r.cin_g = cpad;
-    r.x_off = 0, r.x_sc = 1;
-    xconv__cuda_dense_strides(q->x_size, cpad, r.x_ss);
-    r.x_sn = xconv__prod3(q->x_size) * cpad;
+    if (copy_x) {
+        r.cin = r.cin_g = cpad;
+        r.x_off = 0, r.x_sc = 1;
+        xconv__cuda_dense_strides(q->x_size, cpad, r.x_ss);
+        r.x_sn = xconv__prod3(q->x_size) * cpad;
+    }
     r.w_off = 0, r.w_si = 1;
     xconv__cuda_dense_strides(q->k_size, cpad, r.w_sk);
     r.w_so = xconv__prod3(q->k_size) * cpad;
@@ -117,7 +139,8 @@ bool pad_plan(const xconv_canon *q, padded *pd)
     if (!xconv__cuda_igemm_fast(&r)) return false;
     pd->r = r;
     pd->cpad = cpad;
-    pd->x_bytes = xconv__cuda_align256((size_t)(q->n * r.x_sn * es));
+    pd->copy_x = copy_x;
+    pd->x_bytes = copy_x ? xconv__cuda_align256((size_t)(q->n * r.x_sn * es)) : 0;
     pd->w_bytes = xconv__cuda_align256((size_t)(q->cout * r.w_so * es));
     return true;
 }
@@ -192,7 +215,7 @@ double patch_cost(const xconv_canon *p)
     padded pd;
     fold(p, &q);
     if (!pad_plan(&q, &pd)) return 0.015 * p->flops + 2e4;
-    return 0.015 * p->flops * (double)pd.cpad / (double)q.cin +
+    return 0.015 * p->flops * (pd.copy_x ? (double)pd.cpad / (double)q.cin : 1.0) +
            1.5 * (double)(pd.x_bytes + pd.w_bytes) + 4e4;
 }
 
@@ -210,14 +233,15 @@ xconv_status patch_run(const xconv_exec *e, xconv_error *err)
         char *xw = (char *)e->workspace, *ww = xw + pd.x_bytes;
         auto copy = [&](auto t) {
             using T = decltype(t);
-            launch_pad<T>((const T *)e->x, (T *)xw, q.n * xconv__prod3(q.x_size), &q, pd.cpad,
-                          q.x_off, q.x_sn, q.x_ss, q.x_size, st);
+            if (pd.copy_x)
+                launch_pad<T>((const T *)e->x, (T *)xw, q.n * xconv__prod3(q.x_size), &q, pd.cpad,
+                              q.x_off, q.x_sn, q.x_ss, q.x_size, st);
             launch_pad<T>((const T *)e->w, (T *)ww, q.cout * xconv__prod3(q.k_size), &q, pd.cpad,
                           q.w_off, q.w_so, q.w_sk, q.k_size, st);
         };
         if (xconv_dtype_size(q.x_dtype) == 1) copy(uint8_t{});
         else copy(uint16_t{});
-        const xconv_exec inner = xconv__cuda_inner_exec(e, &pd.r, xw, ww, e->y);
+        const xconv_exec inner = xconv__cuda_inner_exec(e, &pd.r, pd.copy_x ? xw : e->x, ww, e->y);
         xconv__cuda_tc_launch(&pd.r, &inner, st);
     });
 }

@@ -1020,10 +1020,11 @@ int main(void)
                              : special[k] == SHAPE_SIMT ? simt_count
                                                         : special_count);
              i++) {
-            /* half of cuda.patch_tc's problems with its padded copy wherever it applies (folded
-             * rows that are not whole 16-byte pieces: 1-byte dtypes, odd channel counts) */
-            const bool pad = special[k] == SHAPE_PATCH && (i & 2);
-            if (pad) setenv("XCONV_PATCH_PAD", "1", 1);
+            /* half of cuda.patch_tc's problems with its padded copies of x and w wherever they
+             * apply (also where the folded rows are whole 16-byte pieces), a quarter with the
+             * copy of w alone wherever that applies (16-bit rows, however short the GEMM) */
+            const bool pad = special[k] == SHAPE_PATCH && (i & 3);
+            if (pad) setenv("XCONV_PATCH_PAD", (i & 2) ? "1" : "w", 1);
             problem pb = random_problem(special[k]);
             /* cuda.igemm_wgmma's and cuda.deconv_tc's problems under each tile configuration
              * in turn (its knob, read at each launch), half of them on the persistent grid:
