@@ -18,8 +18,9 @@
  * 1152 (bf16, 16384 x 1152 outputs, an H100). Copying x as well costs more than it saves (31
  * us of the GEMM's 18 us saved, tenth session), but w is small (2.7 MB against x's 38.5 MB):
  * with only w copied into rows of 1216 channels, 343 -> 448 TFLOP/s in either layout
- * (thirtieth session). x's last k-block reads past each row's 1176 values; its TMA map ends
- * there, so those lanes are zeros, as are w's padding columns.
+ * (thirtieth session). The folded problem keeps 1176 channels: its last k-block reads past
+ * the rows' ends, which both TMA maps fill with zeros, so w's padding is never read; only the
+ * rows' pitch (2432 bytes) changes.
  *
  * Folded rows that are not whole 16-byte pieces (qwenvl_patch in i8 / u8 / fp8: 1176 bytes)
  * cannot take the 16-byte loader at all, so there the copy pays: x and w are copied into the

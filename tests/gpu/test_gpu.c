@@ -1022,7 +1022,8 @@ int main(void)
              i++) {
             /* half of cuda.patch_tc's problems with its padded copies of x and w wherever they
              * apply (also where the folded rows are whole 16-byte pieces), a quarter with the
-             * copy of w alone wherever that applies (16-bit rows, however short the GEMM) */
+             * copy of w alone wherever the folded rows are (any dtype, however short the GEMM;
+             * by default only 16-bit rows of long GEMMs take it) */
             const bool pad = special[k] == SHAPE_PATCH && (i & 3);
             if (pad) setenv("XCONV_PATCH_PAD", (i & 2) ? "1" : "w", 1);
             problem pb = random_problem(special[k]);
