@@ -108,10 +108,15 @@ struct padded {
     size_t      x_bytes, w_bytes; /* the copies, each rounded up to 256 bytes (x: 0 if not) */
 };
 
-bool pad_plan(const xconv_canon *q, padded *pd)
+/* The knob's first character (0 where unset): read at plan creation and again at each run. */
+char pad_knob()
 {
     const char *env = getenv("XCONV_PATCH_PAD");
-    const char knob = env ? env[0] : 0;
+    return env ? env[0] : 0;
+}
+
+bool pad_plan(const xconv_canon *q, char knob, padded *pd)
+{
     const int64_t es = (int64_t)xconv_dtype_size(q->x_dtype);
     if (es > 2 || q->x_sc != 1 || q->w_si != 1 || q->groups != 1) return false;
     const int64_t row = q->cin * es, cpad = (row + 127) / 128 * 128 / es;
@@ -193,7 +198,7 @@ bool patch_supports(const xconv_canon *p, const char **why_not)
      * gathering loader runs the rest unfolded */
     const char *why;
     padded pd;
-    if (!xconv__cuda_igemm_fast_why(&q, &why) && !pad_plan(&q, &pd))
+    if (!xconv__cuda_igemm_fast_why(&q, &why) && !pad_plan(&q, pad_knob(), &pd))
         return *why_not = "cuda.patch_tc: the folded problem does not take the 16-byte loader "
                           "(channels-last rows of 16-byte multiples), nor does its padded copy",
                false;
@@ -205,7 +210,7 @@ size_t patch_workspace_bytes(const xconv_canon *p)
     xconv_canon q;
     padded pd;
     fold(p, &q);
-    return pad_plan(&q, &pd) ? pd.x_bytes + pd.w_bytes : 0;
+    return pad_plan(&q, pad_knob(), &pd) ? pd.x_bytes + pd.w_bytes : 0;
 }
 
 /* Below cuda.igemm_tc: the same kernel with fewer, longer K runs; the padded copy adds its
@@ -215,7 +220,7 @@ double patch_cost(const xconv_canon *p)
     xconv_canon q;
     padded pd;
     fold(p, &q);
-    if (!pad_plan(&q, &pd)) return 0.015 * p->flops + 2e4;
+    if (!pad_plan(&q, pad_knob(), &pd)) return 0.015 * p->flops + 2e4;
     return 0.015 * p->flops * (pd.copy_x ? (double)pd.cpad / (double)q.cin : 1.0) +
            1.5 * (double)(pd.x_bytes + pd.w_bytes) + 4e4;
 }
@@ -225,7 +230,19 @@ xconv_status patch_run(const xconv_exec *e, xconv_error *err)
     xconv_canon q;
     padded pd;
     fold(e->p, &q);
-    const bool pad = pad_plan(&q, &pd);
+    /* The knob as it is now, unless the plan was made under another setting whose copies
+     * differ: then the first setting whose copies fit the plan's workspace and that runs q
+     * (one of them is the plan's own), so that a knob changed between plan and run never
+     * writes past the workspace. */
+    bool pad = false, runs = false;
+    const char knobs[5] = {pad_knob(), 0, '0', 'w', '1'};
+    for (int i = 0; i < 5 && !runs; i++) {
+        pad = pad_plan(&q, knobs[i], &pd);
+        runs = pad ? pd.x_bytes + pd.w_bytes <= e->workspace_bytes : xconv__cuda_igemm_fast(&q);
+    }
+    if (!runs) /* (unreachable: the plan's own setting runs) */
+        return xconv__fail(err, XCONV_STATUS_INTERNAL, NULL,
+                           "cuda.patch_tc: no copy of x and w fits the plan's workspace");
     return xconv__cuda_run(e, "cuda.patch_tc", err, [&](cudaStream_t st) {
         if (!pad) {
             xconv__cuda_tc_launch(&q, e, st);

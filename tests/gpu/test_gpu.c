@@ -673,6 +673,55 @@ static void count_run(const char *name)
 
 /* One problem: cpu.ref on the host, then every CUDA engine that supports it and the
  * planner's choice on the device, each compared with the reference. */
+/* cuda.patch_tc planned under one XCONV_PATCH_PAD setting and run under another, with a
+ * workspace of exactly the plan's size (memcheck would see a copy past it): the run keeps to
+ * the plan's copies and gives cpu.ref's y. 0: not checked, else 1 + the pair of settings. */
+static int patch_switch;
+
+static void check_patch_switch(problem *pb, buffers *bf, const void *want, void *got,
+                               fill_mode mode, const char *what)
+{
+    static const char *const pairs[][2] = {{"0", "1"}, {"0", "w"}, {"w", "1"}, {"1", "0"}};
+    const char *const *pair = pairs[(patch_switch - 1) % 4];
+    xconv_plan_options o;
+    memset(&o, 0, sizeof o);
+    o.engine = "cuda.patch_tc";
+    xconv_error err;
+    xconv_plan *plan = NULL;
+    setenv("XCONV_PATCH_PAD", pair[0], 1);
+    xconv_status s = xconv_plan_create(NULL, &pb->params, &pb->x, &pb->w,
+                                       pb->has_bias ? &pb->b : NULL, &pb->y, &o, &plan, &err);
+    XT_CHECK(s == XCONV_STATUS_OK || s == XCONV_STATUS_UNSUPPORTED,
+             "cuda.patch_tc planned with XCONV_PATCH_PAD=%s on %s: %s", pair[0], what,
+             err.description);
+    if (s == XCONV_STATUS_OK) {
+        const size_t ws = xconv_plan_workspace_size(plan);
+        void *dws = NULL;
+        if (ws) CUDA_OK(cudaMalloc(&dws, ws));
+        setenv("XCONV_PATCH_PAD", pair[1], 1);
+        memset(got, 0xA5, bf->bytes[3]);
+        CUDA_OK(cudaMemcpy(bf->d[3], got, bf->bytes[3], cudaMemcpyHostToDevice));
+        s = xconv_plan_execute(plan, bf->d[0], bf->d[1], bf->d[2], bf->d[3], dws, ws, &err);
+        XT_CHECK(s == XCONV_STATUS_OK, "cuda.patch_tc planned with XCONV_PATCH_PAD=%s, run with "
+                 "=%s on %s: %s", pair[0], pair[1], what, err.description);
+        if (s == XCONV_STATUS_OK) {
+            CUDA_OK(cudaDeviceSynchronize());
+            CUDA_OK(cudaMemcpy(got, bf->d[3], bf->bytes[3], cudaMemcpyDeviceToHost));
+            engines_run_total++;
+            count_run("cuda.patch_tc knob switched");
+            char msg[256] = "";
+            const int64_t bad = mode == FILL_EXACT || is_int(pb->y.dtype)
+                                    ? (memcmp(got, want, bf->bytes[3]) != 0)
+                                    : compare_real(pb, got, want, msg, sizeof msg, 0.0);
+            XT_CHECK(bad == 0, "cuda.patch_tc planned with XCONV_PATCH_PAD=%s, run with =%s on "
+                     "%s: y differs from cpu.ref %s", pair[0], pair[1], what, msg);
+        }
+        if (dws) CUDA_OK(cudaFree(dws));
+        xconv_plan_destroy(plan);
+    }
+    unsetenv("XCONV_PATCH_PAD");
+}
+
 static void check_problem(problem *pb, fill_mode mode)
 {
     char what[512], msg[256] = "";
@@ -727,6 +776,7 @@ static void check_problem(problem *pb, fill_mode mode)
                      msg);
         }
     }
+    if (patch_switch) check_patch_switch(pb, &bf, want, got, mode, what);
     /* f32 conv once more with reduced-precision math allowed: cuda.f32_bf16x3 (hi/lo bf16
      * splits, about 2^-17 per product) */
     if (pb->params.op == XCONV_OP_CONV && pb->x.dtype == XCONV_DTYPE_F32 &&
@@ -1026,6 +1076,8 @@ int main(void)
              * by default only 16-bit rows of long GEMMs take it) */
             const bool pad = special[k] == SHAPE_PATCH && (i & 3);
             if (pad) setenv("XCONV_PATCH_PAD", (i & 2) ? "1" : "w", 1);
+            /* the others also planned under one setting and run under another */
+            patch_switch = special[k] == SHAPE_PATCH && !pad ? 1 + i / 4 : 0;
             problem pb = random_problem(special[k]);
             /* cuda.igemm_wgmma's and cuda.deconv_tc's problems under each tile configuration
              * in turn (its knob, read at each launch), half of them on the persistent grid:
@@ -1070,6 +1122,7 @@ int main(void)
             }
             if (fold) unsetenv("XCONV_FOLD_SPREAD");
             if (pad) unsetenv("XCONV_PATCH_PAD");
+            patch_switch = 0;
             if (force) wgmma_knobs_clear();
         }
     if (only) goto report;
