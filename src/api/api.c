@@ -157,6 +157,8 @@ size_t xconv_plan_weights_bytes(const xconv_plan *plan) { return plan ? plan->pa
 
 void xconv_plan_destroy(xconv_plan *plan)
 {
+    if (plan && plan->packed && plan->engine->release)
+        plan->engine->release(&plan->canon, plan->packed);
     if (plan) free(plan->packed);
     free(plan);
 }

@@ -231,6 +231,9 @@ typedef struct xconv_engine {
      * creation, and run finds them in e->packed; workspace_bytes(p) then leaves them out. */
     size_t (*prepack_bytes)(const xconv_canon *p);
     void (*prepack)(const xconv_canon *p, xconv_context *ctx, const void *w, void *packed);
+    /* Optional (NULL: nothing to do): frees what prepack acquired beyond the packed bytes
+     * (device memory whose address the packed bytes hold), when the plan is destroyed. */
+    void (*release)(const xconv_canon *p, void *packed);
 } xconv_engine;
 
 /* The engine table (src/plan/engines.c), in preference order, cpu.ref last. */

@@ -507,5 +507,5 @@ xconv_status cf_run(const xconv_exec *e, xconv_error *err)
 extern "C" const xconv_engine xconv__engine_cuda_cf_gemm = {
     "cuda.cf_gemm",     XCONV_DEVICE_CUDA, cf_supports,
     cf_workspace_bytes, cf_cost,           cf_run,
-    nullptr,            nullptr,
+    nullptr,            nullptr,           nullptr,
 };

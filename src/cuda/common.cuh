@@ -80,8 +80,17 @@ void xconv__cuda_tc_launch(const xconv_canon *p, const xconv_exec *e, cudaStream
 /* n problems that differ only in y's view, the padding and w's taps (cuda.deconv_tc's stride
  * phases, each with taps) in one launch of the wgmma kernel, its tiles numbered across them;
  * false (nothing launched) where that kernel cannot take them all. */
+struct xconv_tc_views;
 bool xconv__cuda_tc_launch_set(const xconv_canon *ps, int n, const xconv_exec *e,
-                               cudaStream_t stream);
+                               cudaStream_t stream, const xconv_tc_views *av = nullptr);
+/* cuda.patch_tc's row classes: problem i's A tiles (x) come through a[i]'s view (x's rows as
+ * they are, a[i].cin channels) at channel coordinates kshift[i] before ps[i]'s, which the copy
+ * engine fills with zeros; ps[i] gives the tiling, the reduction's length and B. Only the TMA
+ * kernel reads A that way: false (nothing launched) where it cannot take them. */
+struct xconv_tc_views {
+    const xconv_canon *a;
+    const int         *kshift;
+};
 /* The most problems xconv__cuda_tc_launch_set takes (the kernel's parameter holds them). */
 constexpr int XCONV_CUDA_TC_SET_MAX = 8;
 

@@ -92,4 +92,5 @@ extern "C" const xconv_engine xconv__engine_cuda_deconv = {
     "cuda.deconv_tc",       XCONV_DEVICE_CUDA, deconv_supports,
     deconv_workspace_bytes, deconv_cost,       deconv_run,
     xconv__cuda_wcheck_bytes, xconv__cuda_wcheck_prepack, /* constant weights: checked once */
+    nullptr,
 };

@@ -643,5 +643,5 @@ xconv_status dw_run(const xconv_exec *e, xconv_error *err)
 
 extern "C" const xconv_engine xconv__engine_cuda_depthwise = {
     "cuda.depthwise", XCONV_DEVICE_CUDA, dw_supports, dw_workspace_bytes, dw_cost, dw_run,
-    nullptr /* no prepack */, nullptr,
+    nullptr /* no prepack */, nullptr, nullptr,
 };

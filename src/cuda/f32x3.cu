@@ -141,5 +141,5 @@ xconv_status x3_run(const xconv_exec *e, xconv_error *err)
 extern "C" const xconv_engine xconv__engine_cuda_f32x3 = {
     "cuda.f32_bf16x3",  XCONV_DEVICE_CUDA, x3_supports,
     x3_workspace_bytes, x3_cost,           x3_run,
-    nullptr /* no prepack */, nullptr,
+    nullptr /* no prepack */, nullptr, nullptr,
 };

@@ -223,5 +223,5 @@ xconv_status f8_run(const xconv_exec *e, xconv_error *err)
 extern "C" const xconv_engine xconv__engine_cuda_f8 = {
     "cuda.f8_bf16",     XCONV_DEVICE_CUDA, f8_supports,
     f8_workspace_bytes, f8_cost,           f8_run,
-    nullptr /* no prepack */, nullptr,
+    nullptr /* no prepack */, nullptr, nullptr,
 };

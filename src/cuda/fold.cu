@@ -488,5 +488,5 @@ xconv_status fold_run(const xconv_exec *e, xconv_error *err)
 extern "C" const xconv_engine xconv__engine_cuda_fold = {
     "cuda.fold_tc",       XCONV_DEVICE_CUDA, fold_supports,
     fold_workspace_bytes, fold_cost,         fold_run,
-    nullptr /* no prepack */, nullptr,
+    nullptr /* no prepack */, nullptr, nullptr,
 };

@@ -286,5 +286,5 @@ xconv_status xconv__cuda_generic_run(const xconv_exec *e, xconv_error *err)
 extern "C" const xconv_engine xconv__engine_cuda_generic = {
     "cuda.generic", XCONV_DEVICE_CUDA, generic_supports, generic_workspace_bytes, generic_cost,
     xconv__cuda_generic_run,
-    nullptr /* no prepack */, nullptr,
+    nullptr /* no prepack */, nullptr, nullptr,
 };

@@ -441,7 +441,7 @@ xconv_status igemm_run(const xconv_exec *e, xconv_error *err)
 extern "C" const xconv_engine xconv__engine_cuda_igemm = {
     "cuda.igemm_tc",       XCONV_DEVICE_CUDA, igemm_supports,
     igemm_workspace_bytes, igemm_cost,        igemm_run,
-    nullptr /* no prepack */, nullptr,
+    nullptr /* no prepack */, nullptr, nullptr,
 };
 
 /* Whether the kernel runs p (a canonical conv, maybe rewritten by another engine) through

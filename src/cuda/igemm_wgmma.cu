@@ -550,7 +550,7 @@ wgmma_tma_kernel(const __grid_constant__ tma_set set, const char *__restrict__ b
             corner[0] = (int)(j2 * q.stride[2] - q.pad_lo[2]);
             corner[1] = (int)(j1 * q.stride[1] - q.pad_lo[1]);
             corner[2] = (int)(j0 * q.stride[0] - q.pad_lo[0]);
-            pc0 = (int)(tp.g * q.cin_g);
+            pc0 = (int)(tp.g * q.cin_g) - J.kshift;
             po0 = (int)(tp.g * q.cout_g + tp.o0);
         };
         start_tile();
@@ -794,7 +794,7 @@ wgmma_knobs knobs_of()
 /* The jobs of ps[0..n) for the TMA kernel with BM x BN tiles: false where a tensor map cannot
  * be made for one of them (or the knobs keep A on cp.async). */
 bool make_set(const xconv_canon *ps, int n, const xconv_exec *e, int bm, int bn, tma_set *set,
-              bool swap = false)
+              bool swap = false, const xconv_tc_views *av = nullptr)
 {
     const char *tv = getenv("XCONV_WGMMA_TMA"); /* tuning knob: 0 or 1 keeps A on cp.async */
     if ((tv && (tv[0] == '0' || tv[0] == '1')) || n < 1 || n > MAX_JOBS) return false;
@@ -813,8 +813,15 @@ bool make_set(const xconv_canon *ps, int n, const xconv_exec *e, int bm, int bn,
         const int tp = swap ? bn : bm, tc = swap ? bm : bn;
         if ((!kn.short_runs && ps[i].cin_g * (int64_t)xconv_dtype_size(ps[i].x_dtype) < BKB) ||
             !xconv__cuda_map_w(&ps[i], e, tc, &J.b, kb) ||
-            !xconv__cuda_map_x_im2col(&ps[i], e, tp, &J.a, &J.a_rank, &J.flip, &J.p, kb))
+            !xconv__cuda_map_x_im2col(av ? &av->a[i] : &ps[i], e, tp, &J.a, &J.a_rank, &J.flip,
+                                      &J.p, kb))
             return false;
+        J.kshift = 0;
+        if (av) { /* A through its own view; the job's tiling and B are ps[i]'s */
+            if (J.flip) return false;
+            J.p = ps[i];
+            J.kshift = av->kshift[i];
+        }
         J.y_vec = xconv__cuda_y_vec(&ps[i], e);
         /* y boxes: a warpgroup's rows (BM / 2 positions), or swapped its 64 channels of all */
         J.y_map = kn.epi != 2 && J.y_vec &&
@@ -963,16 +970,17 @@ int persist_knob()
 /* ps[0..n) in BM x BN tiles: one launch of the TMA kernel where it takes them all, else (n ==
  * 1 only) the cp.async kernel. False when nothing was launched. */
 template <kind K, int MT, int BN>
-bool launch_cfg(const xconv_canon *ps, int n, const xconv_exec *e, cudaStream_t stream)
+bool launch_cfg(const xconv_canon *ps, int n, const xconv_exec *e, cudaStream_t stream,
+                const xconv_tc_views *av = nullptr)
 {
     tma_set set;
-    if (make_set(ps, n, e, 128 * MT, BN, &set)) {
+    if (make_set(ps, n, e, 128 * MT, BN, &set, false, av)) {
         const int persist = persist_knob();
         if (launch_tma<K, MT, BN>(set, e, stream, persist) ||
             launch_tma<K, MT, BN>(set, e, stream, 0))
             return true;
     }
-    if (n != 1) return false;
+    if (n != 1 || av) return false; /* (the cp.async kernel reads A through ps's view only) */
     const xconv_canon *p = ps;
     const int es = (int)xconv_dtype_size(p->x_dtype), yes = (int)xconv_dtype_size(p->y_dtype);
     const int64_t kvol = xconv__prod3(p->k_size), cbytes = p->cin_g * es;
@@ -1000,26 +1008,27 @@ bool launch_cfg(const xconv_canon *ps, int n, const xconv_exec *e, cudaStream_t 
 }
 
 template <kind K>
-bool launch(const xconv_canon *ps, int n, const xconv_exec *e, cudaStream_t stream, int c)
+bool launch(const xconv_canon *ps, int n, const xconv_exec *e, cudaStream_t stream, int c,
+            const xconv_tc_views *av)
 {
     switch (c) {
-    case 0: return launch_cfg<K, 1, 256>(ps, n, e, stream);
-    case 1: return launch_cfg<K, 2, 128>(ps, n, e, stream);
-    case 2: return launch_cfg<K, 1, 192>(ps, n, e, stream);
-    case 3: return launch_cfg<K, 1, 160>(ps, n, e, stream);
-    case 4: return launch_cfg<K, 1, 128>(ps, n, e, stream);
-    case 5: return launch_cfg<K, 2, 64>(ps, n, e, stream);
-    case 6: return launch_cfg<K, 1, 64>(ps, n, e, stream);
+    case 0: return launch_cfg<K, 1, 256>(ps, n, e, stream, av);
+    case 1: return launch_cfg<K, 2, 128>(ps, n, e, stream, av);
+    case 2: return launch_cfg<K, 1, 192>(ps, n, e, stream, av);
+    case 3: return launch_cfg<K, 1, 160>(ps, n, e, stream, av);
+    case 4: return launch_cfg<K, 1, 128>(ps, n, e, stream, av);
+    case 5: return launch_cfg<K, 2, 64>(ps, n, e, stream, av);
+    case 6: return launch_cfg<K, 1, 64>(ps, n, e, stream, av);
     default: /* swapped 128 x 192 tiles, else the plain 128 x 192 */
         if constexpr (K == kind::bf16 || K == kind::f16) {
             tma_set set;
             const int persist = persist_knob();
-            if (n == 1 && make_set(ps, 1, e, 128, 192, &set, true) &&
+            if (n == 1 && !av && make_set(ps, 1, e, 128, 192, &set, true) &&
                 (launch_tma<K, 1, 192, true>(set, e, stream, persist) ||
                  launch_tma<K, 1, 192, true>(set, e, stream, 0)))
                 return true;
         }
-        return launch_cfg<K, 1, 192>(ps, n, e, stream);
+        return launch_cfg<K, 1, 192>(ps, n, e, stream, av);
     }
 }
 
@@ -1053,7 +1062,7 @@ xconv_status wgmma_run(const xconv_exec *e, xconv_error *err)
 extern "C" const xconv_engine xconv__engine_cuda_igemm_wgmma = {
     "cuda.igemm_wgmma",    XCONV_DEVICE_CUDA, wgmma_supports,
     wgmma_workspace_bytes, wgmma_cost,        wgmma_run,
-    nullptr /* no prepack */, nullptr,
+    nullptr /* no prepack */, nullptr, nullptr,
 };
 
 /* Whether the wgmma kernel runs p (a canonical conv, maybe rewritten by another engine):
@@ -1085,14 +1094,14 @@ bool xconv__cuda_wgmma_fits(const xconv_canon *p, const char **why_not)
 }
 
 bool xconv__cuda_tc_launch_set(const xconv_canon *ps, int n, const xconv_exec *e,
-                               cudaStream_t stream)
+                               cudaStream_t stream, const xconv_tc_views *av)
 {
     const char *why;
     if (n < 1 || n > MAX_JOBS || !xconv__cuda_igemm_ptrs_ok(e, ps)) return false;
     for (int i = 0; i < n; i++)
         if (!xconv__cuda_wgmma_fits(&ps[i], &why)) return false;
     /* swapped tiles: one problem of 16-bit floats into 16-bit floats, whole channel tiles */
-    const bool swap_ok = n == 1 && (ps->x_dtype == XCONV_DTYPE_BF16 || ps->x_dtype == XCONV_DTYPE_F16) &&
+    const bool swap_ok = n == 1 && !av && (ps->x_dtype == XCONV_DTYPE_BF16 || ps->x_dtype == XCONV_DTYPE_F16) &&
                          (ps->y_dtype == XCONV_DTYPE_BF16 || ps->y_dtype == XCONV_DTYPE_F16) &&
                          (ps->groups == 1 || ps->cout_g % 128 == 0);
     int c = pick_cfg(ps, swap_ok);
@@ -1104,12 +1113,12 @@ bool xconv__cuda_tc_launch_set(const xconv_canon *ps, int n, const xconv_exec *e
      * plain 128 x 192 tiles */
     if (CFGS[c].swap && !swap_ok) c = 2;
     switch (ps->x_dtype) {
-    case XCONV_DTYPE_BF16: return launch<kind::bf16>(ps, n, e, stream, c);
-    case XCONV_DTYPE_F16: return launch<kind::f16>(ps, n, e, stream, c);
-    case XCONV_DTYPE_I8: return launch<kind::s8>(ps, n, e, stream, c);
-    case XCONV_DTYPE_U8: return launch<kind::u8>(ps, n, e, stream, c);
-    case XCONV_DTYPE_F8E4M3: return launch<kind::e4m3>(ps, n, e, stream, c);
-    case XCONV_DTYPE_F8E5M2: return launch<kind::e5m2>(ps, n, e, stream, c);
+    case XCONV_DTYPE_BF16: return launch<kind::bf16>(ps, n, e, stream, c, av);
+    case XCONV_DTYPE_F16: return launch<kind::f16>(ps, n, e, stream, c, av);
+    case XCONV_DTYPE_I8: return launch<kind::s8>(ps, n, e, stream, c, av);
+    case XCONV_DTYPE_U8: return launch<kind::u8>(ps, n, e, stream, c, av);
+    case XCONV_DTYPE_F8E4M3: return launch<kind::e4m3>(ps, n, e, stream, c, av);
+    case XCONV_DTYPE_F8E5M2: return launch<kind::e5m2>(ps, n, e, stream, c, av);
     default: return false;
     }
 }

@@ -174,4 +174,5 @@ extern "C" const xconv_engine xconv__engine_cuda_cf = {
     "cuda.cf_tc",       XCONV_DEVICE_CUDA, cf_supports,
     cf_workspace_bytes, cf_cost,           cf_run,
     xconv__cuda_wcheck_bytes, xconv__cuda_wcheck_prepack, /* constant weights: checked once */
+    nullptr,
 };

@@ -32,6 +32,12 @@
 #include "cuda/common.cuh"
 
 #include <stdlib.h>
+#include <string.h>
+
+/* Row classes by default where the plan copies w once (constant weights); 0 until measured. */
+#ifndef PATCH_CLASSES_DEFAULT
+#define PATCH_CLASSES_DEFAULT 0
+#endif
 
 namespace {
 
@@ -91,21 +97,29 @@ bool fold(const xconv_canon *p, xconv_canon *q)
     return true;
 }
 
-/* The padded copies: r is the folded q over a dense copy of w in the workspace with rows of
- * cpad channels (whole 128-byte blocks), and of x too where copy_x. Two cases:
- *   - q does not take the 16-byte loader (rows that are not whole 16-byte pieces): x and w,
- *     where the padding adds at most half the row;
- *   - q takes it, but its 16-bit rows are off 128-byte boundaries (qwenvl_patch: 2352 bytes)
+/* The copies, by mode:
+ *   COPY_XW: q does not take the 16-byte loader (rows that are not whole 16-byte pieces): x
+ *     and w copied into rows of cpad channels (whole 128-byte blocks), where the padding adds
+ *     at most half the row; r is q over the copies.
+ *   COPY_W: q takes it, but its 16-bit rows are off 128-byte lines (qwenvl_patch: 2352 bytes)
  *     and the GEMM is long (PATCH_W_MIN_POS positions, so that copying w costs little beside
- *     it): w alone. Every TMA box row of w then starts a 128-byte line; x's stay as they are.
- * XCONV_PATCH_PAD=1 takes the first wherever it applies (tests), =w the second, =0 neither
- * in the second case. */
+ *     it): w alone into rows of cpad channels. Every TMA box row of w then starts a line; x's
+ *     stay as they are. r is q over w's copy.
+ *   COPY_CLASSES: as COPY_W, but x's rows are read off lines no more either (class_plan).
+ * XCONV_PATCH_PAD=1 takes COPY_XW wherever it applies (tests), =w COPY_W, =c COPY_CLASSES,
+ * =0 none of the last two. */
 #define PATCH_W_MIN_POS 2048
+enum copy_mode { COPY_XW = 1, COPY_W, COPY_CLASSES };
+constexpr int MAX_CLASSES = XCONV_CUDA_TC_SET_MAX;
 struct padded {
+    copy_mode   mode;
     xconv_canon r;
-    int64_t     cpad;
-    bool        copy_x;
-    size_t      x_bytes, w_bytes; /* the copies, each rounded up to 256 bytes (x: 0 if not) */
+    int64_t     cpad;              /* the copies' row pitch, in elements */
+    size_t      x_bytes, w_bytes;  /* the copies, each rounded up to 256 bytes (x: 0 if none) */
+    /* COPY_CLASSES: class j's problem (B: w's copy j) and the view its A tiles take */
+    int         classes;
+    int         shift[MAX_CLASSES];
+    xconv_canon job[MAX_CLASSES], a[MAX_CLASSES];
 };
 
 /* The knob's first character (0 where unset): read at plan creation and again at each run. */
@@ -113,6 +127,79 @@ char pad_knob()
 {
     const char *env = getenv("XCONV_PATCH_PAD");
     return env ? env[0] : 0;
+}
+
+/* Whether q's positions (images, then the spatial dims) lie at one pitch in x (of_x) or y:
+ * position m at m * *pitch elements from the first. */
+bool even_rows(const xconv_canon *q, bool of_x, int64_t *pitch)
+{
+    const int64_t size[4] = {q->n, q->y_size[0], q->y_size[1], q->y_size[2]};
+    int64_t step[4];
+    step[0] = of_x ? q->x_sn : q->y_sn;
+    for (int d = 0; d < 3; d++) step[1 + d] = of_x ? q->stride[d] * q->x_ss[d] : q->y_ss[d];
+    int64_t p = 0, span = 1;
+    for (int d = 3; d >= 0; d--) {
+        if (size[d] == 1) continue;
+        if (span == 1) p = step[d];
+        else if (step[d] != p * span) return false;
+        span *= size[d];
+    }
+    *pitch = p;
+    return span > 1 && p > 0;
+}
+
+/* Row classes. A folded 1x1 problem whose x rows (16-bit, whole 16-byte pieces) lie at one
+ * pitch off 128-byte lines reads each row's 128-byte blocks across two lines; rows j, j + C,
+ * j + 2C, .. (class j) start at one offset s_j into their line, C = 128 / gcd(pitch, 128) <= 8
+ * classes (qwenvl_patch: 2352-byte rows, 8 classes, s_j = 0, 24, 48, 8, 32, 56, 16, 40
+ * channels). Class j runs as a problem of its own, in one launch with the others: its A tiles
+ * start s_j channels before each row (the copy engine fills those with zeros, as it does past
+ * the row's end), so that every box row starts a line, and B reads w's copy j, rows shifted by
+ * s_j channels in rows of cpad. The offsets assume x's buffer starts a 128-byte line (a
+ * cudaMalloc'ed one does); any other start still sums right, with lines split. */
+bool class_plan(const xconv_canon *q, padded *pd)
+{
+    const int64_t es = (int64_t)xconv_dtype_size(q->x_dtype), line = 128 / es;
+    if (es != 2 || q->groups != 1 || q->x_sc != 1 || q->w_si != 1 || xconv__prod3(q->k_size) != 1)
+        return false;
+    for (int d = 0; d < 3; d++)
+        if (q->pad_lo[d] || q->pad_hi[d]) return false;
+    int64_t px, py;
+    if (!even_rows(q, true, &px) || !even_rows(q, false, &py) || (px * es) % 16 ||
+        (px * es) % 128 == 0)
+        return false;
+    int C = 1;
+    while ((C * px * es) % 128) C++;
+    const int64_t M = q->n * xconv__prod3(q->y_size);
+    if (C > MAX_CLASSES || M < C) return false;
+    int most = 0;
+    for (int j = 0; j < C; j++) {
+        pd->shift[j] = (int)(((q->x_off + j * px) * es % 128 + 128) % 128 / es);
+        if (pd->shift[j] > most) most = pd->shift[j];
+    }
+    const int64_t cpad = (most + q->cin + line - 1) / line * line;
+    for (int j = 0; j < C; j++) {
+        xconv_canon r = *q;
+        r.n = (M - j + C - 1) / C;
+        for (int d = 0; d < 3; d++) {
+            r.x_size[d] = r.y_size[d] = 1;
+            r.x_ss[d] = r.y_ss[d] = r.w_sk[d] = 0;
+            r.stride[d] = r.dil[d] = 1;
+        }
+        r.x_off = q->x_off + j * px, r.x_sn = C * px;
+        r.y_off = q->y_off + j * py, r.y_sn = C * py;
+        pd->a[j] = r; /* x's rows as they are */
+        r.cin = r.cin_g = pd->shift[j] + q->cin;
+        r.w_off = j * q->cout * cpad, r.w_so = cpad, r.w_sg = cpad * q->cout, r.w_si = 1;
+        if (!xconv__cuda_igemm_fast(&r) || !xconv__cuda_igemm_fast(&pd->a[j])) return false;
+        pd->job[j] = r;
+    }
+    pd->mode = COPY_CLASSES;
+    pd->classes = C;
+    pd->cpad = cpad;
+    pd->x_bytes = 0;
+    pd->w_bytes = xconv__cuda_align256((size_t)(C * q->cout * cpad * es));
+    return true;
 }
 
 bool pad_plan(const xconv_canon *q, char knob, padded *pd)
@@ -128,7 +215,9 @@ bool pad_plan(const xconv_canon *q, char knob, padded *pd)
         copy_x = true;
     } else {
         const bool w_pays = es == 2 && row % 128 && q->n * xconv__prod3(q->y_size) >= PATCH_W_MIN_POS;
-        if (knob == '0' || (knob != 'w' && !w_pays)) return false;
+        if (knob == '0' || (knob != 'w' && knob != 'c' && !w_pays)) return false;
+        if (knob == 'c' || (knob != 'w' && PATCH_CLASSES_DEFAULT && q->constant_weights))
+            if (class_plan(q, pd)) return true;
         copy_x = false;
     }
     xconv_canon r = *q;
@@ -143,9 +232,9 @@ bool pad_plan(const xconv_canon *q, char knob, padded *pd)
     r.w_so = xconv__prod3(q->k_size) * cpad;
     r.w_sg = r.w_so * q->cout_g;
     if (!xconv__cuda_igemm_fast(&r)) return false;
+    pd->mode = copy_x ? COPY_XW : COPY_W;
     pd->r = r;
     pd->cpad = cpad;
-    pd->copy_x = copy_x;
     pd->x_bytes = copy_x ? xconv__cuda_align256((size_t)(q->n * r.x_sn * es)) : 0;
     pd->w_bytes = xconv__cuda_align256((size_t)(q->cout * r.w_so * es));
     return true;
@@ -183,6 +272,73 @@ void launch_pad(const T *src, T *dst, int64_t rows, const xconv_canon *q, int64_
                                             s[1], s[2], D[0], D[1], D[2]);
 }
 
+/* w's copies for the row classes: row o of copy j (row j * cout + o of dst, cpad elements) is
+ * s_j zeros, w's row o (cin elements from base + o * so), then zeros. */
+struct class_shifts {
+    int s[MAX_CLASSES];
+};
+__global__ void shift_rows(const uint16_t *__restrict__ src, uint16_t *__restrict__ dst,
+                           int64_t rows, int64_t cout, int cin, int cpad, int64_t base, int64_t so,
+                           class_shifts sh)
+{
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const int64_t j = r / cout, o = r - j * cout;
+        const int s = sh.s[j];
+        const uint16_t *w = src + base + o * so;
+        uint16_t *d = dst + r * cpad;
+        for (int c = threadIdx.x; c < cpad; c += blockDim.x)
+            d[c] = c >= s && c < s + cin ? w[c - s] : (uint16_t)0;
+    }
+}
+
+/* The copies of w that pd's mode reads (into wdst) and of x (COPY_XW, into xdst). */
+void make_copies(const xconv_canon *q, const padded &pd, const void *x, const void *w, void *xdst,
+                 void *wdst, cudaStream_t st)
+{
+    if (pd.mode == COPY_CLASSES) {
+        class_shifts sh;
+        for (int j = 0; j < MAX_CLASSES; j++) sh.s[j] = j < pd.classes ? pd.shift[j] : 0;
+        const int64_t rows = pd.classes * q->cout, cap = (int64_t)xconv__cuda_device_sms(q->device_index) * 16;
+        shift_rows<<<(unsigned)(rows < cap ? rows : cap), 256, 0, st>>>(
+            (const uint16_t *)w, (uint16_t *)wdst, rows, q->cout, (int)q->cin, (int)pd.cpad,
+            q->w_off, q->w_so, sh);
+        return;
+    }
+    auto copy = [&](auto t) {
+        using T = decltype(t);
+        if (pd.mode == COPY_XW)
+            launch_pad<T>((const T *)x, (T *)xdst, q->n * xconv__prod3(q->x_size), q, pd.cpad,
+                          q->x_off, q->x_sn, q->x_ss, q->x_size, st);
+        launch_pad<T>((const T *)w, (T *)wdst, q->cout * xconv__prod3(q->k_size), q, pd.cpad,
+                      q->w_off, q->w_so, q->w_sk, q->k_size, st);
+    };
+    if (xconv_dtype_size(q->x_dtype) == 1) copy(uint8_t{});
+    else copy(uint16_t{});
+}
+
+/* q's run over the copies (x in place but for COPY_XW); a launch the wgmma kernel cannot take
+ * (the row classes' views need its TMA loads) runs q over x and w as they are. */
+void launch_copies(const xconv_canon *q, const padded &pd, const xconv_exec *e, const void *xc,
+                   const void *wc, cudaStream_t st)
+{
+    if (pd.mode == COPY_CLASSES) {
+        const xconv_exec inner = xconv__cuda_inner_exec(e, &pd.job[0], e->x, wc, e->y);
+        const xconv_tc_views av = {pd.a, pd.shift};
+        if (!xconv__cuda_tc_launch_set(pd.job, pd.classes, &inner, st, &av))
+            xconv__cuda_tc_launch(q, e, st);
+        return;
+    }
+    const xconv_exec inner = xconv__cuda_inner_exec(e, &pd.r, pd.mode == COPY_XW ? xc : e->x, wc, e->y);
+    xconv__cuda_tc_launch(&pd.r, &inner, st);
+}
+
+/* With constant weights, w's copies (COPY_W, COPY_CLASSES) are made once, at plan creation,
+ * into device memory of the plan's own, whose address the packed bytes keep. */
+struct patch_packed {
+    char  knob;  /* the mode's knob ('w' or 'c'): pad_plan gives the same views at each run */
+    void *dev;   /* the copies; null when they could not be made (runs read w as it is) */
+};
+
 bool patch_supports(const xconv_canon *p, const char **why_not)
 {
     if (p->device != XCONV_DEVICE_CUDA)
@@ -205,24 +361,74 @@ bool patch_supports(const xconv_canon *p, const char **why_not)
     return true;
 }
 
+size_t patch_prepack_bytes(const xconv_canon *p)
+{
+    xconv_canon q;
+    padded pd;
+    fold(p, &q);
+    return pad_plan(&q, pad_knob(), &pd) && pd.mode != COPY_XW ? sizeof(patch_packed) : 0;
+}
+
+void patch_prepack(const xconv_canon *p, xconv_context *ctx, const void *w, void *packed)
+{
+    patch_packed *pk = (patch_packed *)packed;
+    pk->knob = 0, pk->dev = nullptr;
+    xconv_canon q;
+    padded pd;
+    fold(p, &q);
+    if (!pad_plan(&q, pad_knob(), &pd) || pd.mode == COPY_XW) return;
+    xconv_exec e;
+    memset(&e, 0, sizeof e);
+    e.p = p, e.ctx = ctx, e.w = w;
+    xconv_cuda_scope s;
+    if (xconv__cuda_enter(&e, &s, nullptr) != XCONV_STATUS_OK) return;
+    void *dev = nullptr;
+    if (cudaMalloc(&dev, pd.w_bytes) == cudaSuccess) {
+        make_copies(&q, pd, nullptr, w, nullptr, dev, s.stream);
+        if (cudaStreamSynchronize(s.stream) == cudaSuccess && cudaGetLastError() == cudaSuccess) {
+            pk->knob = pd.mode == COPY_CLASSES ? 'c' : 'w';
+            pk->dev = dev;
+        } else {
+            cudaFree(dev);
+        }
+    }
+    (void)cudaGetLastError(); /* a failure leaves no copies: the runs read w as it is */
+    xconv__cuda_leave(&s);
+}
+
+void patch_release(const xconv_canon *p, void *packed)
+{
+    patch_packed *pk = (patch_packed *)packed;
+    if (!pk->dev) return;
+    int prev = 0;
+    const bool got = cudaGetDevice(&prev) == cudaSuccess;
+    if (cudaSetDevice(p->device_index) == cudaSuccess) cudaFree(pk->dev);
+    if (got) cudaSetDevice(prev);
+    (void)cudaGetLastError();
+    pk->dev = nullptr;
+}
+
 size_t patch_workspace_bytes(const xconv_canon *p)
 {
     xconv_canon q;
     padded pd;
     fold(p, &q);
+    if (p->prepacked) return 0; /* (w's copies only, held by the plan) */
     return pad_plan(&q, pad_knob(), &pd) ? pd.x_bytes + pd.w_bytes : 0;
 }
 
-/* Below cuda.igemm_tc: the same kernel with fewer, longer K runs; the padded copy adds its
- * zero channels and the bytes it moves (as cuda.cf_tc's transposes). */
+/* Below cuda.igemm_tc: the same kernel with fewer, longer K runs; the copies add their zero
+ * channels and the bytes they move (as cuda.cf_tc's transposes), w's none where the plan
+ * makes them once. */
 double patch_cost(const xconv_canon *p)
 {
     xconv_canon q;
     padded pd;
     fold(p, &q);
     if (!pad_plan(&q, pad_knob(), &pd)) return 0.015 * p->flops + 2e4;
-    return 0.015 * p->flops * (pd.copy_x ? (double)pd.cpad / (double)q.cin : 1.0) +
-           1.5 * (double)(pd.x_bytes + pd.w_bytes) + 4e4;
+    const double w_bytes = p->constant_weights && pd.mode != COPY_XW ? 0.0 : (double)pd.w_bytes;
+    return 0.015 * p->flops * (pd.mode == COPY_XW ? (double)pd.cpad / (double)q.cin : 1.0) +
+           1.5 * ((double)pd.x_bytes + w_bytes) + 4e4;
 }
 
 xconv_status patch_run(const xconv_exec *e, xconv_error *err)
@@ -230,15 +436,21 @@ xconv_status patch_run(const xconv_exec *e, xconv_error *err)
     xconv_canon q;
     padded pd;
     fold(e->p, &q);
-    /* The knob as it is now, unless the plan was made under another setting whose copies
-     * differ: then the first setting whose copies fit the plan's workspace and that runs q
-     * (one of them is the plan's own), so that a knob changed between plan and run never
-     * writes past the workspace. */
+    const patch_packed *pk = (const patch_packed *)e->packed;
     bool pad = false, runs = false;
-    const char knobs[5] = {pad_knob(), 0, '0', 'w', '1'};
-    for (int i = 0; i < 5 && !runs; i++) {
-        pad = pad_plan(&q, knobs[i], &pd);
-        runs = pad ? pd.x_bytes + pd.w_bytes <= e->workspace_bytes : xconv__cuda_igemm_fast(&q);
+    if (pk) { /* the plan's copies, or none (q takes the 16-byte loader: no x copy planned) */
+        pad = pk->dev && pad_plan(&q, pk->knob, &pd);
+        runs = true;
+    } else {
+        /* The knob as it is now, unless the plan was made under another setting whose copies
+         * differ: then the first setting whose copies fit the plan's workspace and that runs q
+         * (one of them is the plan's own), so that a knob changed between plan and run never
+         * writes past the workspace. */
+        const char knobs[6] = {pad_knob(), 0, '0', 'w', 'c', '1'};
+        for (int i = 0; i < 6 && !runs; i++) {
+            pad = pad_plan(&q, knobs[i], &pd);
+            runs = pad ? pd.x_bytes + pd.w_bytes <= e->workspace_bytes : xconv__cuda_igemm_fast(&q);
+        }
     }
     if (!runs) /* (unreachable: the plan's own setting runs) */
         return xconv__fail(err, XCONV_STATUS_INTERNAL, NULL,
@@ -248,19 +460,9 @@ xconv_status patch_run(const xconv_exec *e, xconv_error *err)
             xconv__cuda_tc_launch(&q, e, st);
             return;
         }
-        char *xw = (char *)e->workspace, *ww = xw + pd.x_bytes;
-        auto copy = [&](auto t) {
-            using T = decltype(t);
-            if (pd.copy_x)
-                launch_pad<T>((const T *)e->x, (T *)xw, q.n * xconv__prod3(q.x_size), &q, pd.cpad,
-                              q.x_off, q.x_sn, q.x_ss, q.x_size, st);
-            launch_pad<T>((const T *)e->w, (T *)ww, q.cout * xconv__prod3(q.k_size), &q, pd.cpad,
-                          q.w_off, q.w_so, q.w_sk, q.k_size, st);
-        };
-        if (xconv_dtype_size(q.x_dtype) == 1) copy(uint8_t{});
-        else copy(uint16_t{});
-        const xconv_exec inner = xconv__cuda_inner_exec(e, &pd.r, pd.copy_x ? xw : e->x, ww, e->y);
-        xconv__cuda_tc_launch(&pd.r, &inner, st);
+        char *xw = (char *)e->workspace, *ww = pk ? (char *)pk->dev : xw + pd.x_bytes;
+        if (!pk) make_copies(&q, pd, e->x, e->w, xw, ww, st);
+        launch_copies(&q, pd, e, xw, ww, st);
     });
 }
 
@@ -269,5 +471,5 @@ xconv_status patch_run(const xconv_exec *e, xconv_error *err)
 extern "C" const xconv_engine xconv__engine_cuda_patch = {
     "cuda.patch_tc",       XCONV_DEVICE_CUDA, patch_supports,
     patch_workspace_bytes, patch_cost,        patch_run,
-    nullptr /* no prepack */, nullptr,
+    patch_prepack_bytes,   patch_prepack,     patch_release, /* constant weights: w copied once */
 };

@@ -716,4 +716,5 @@ extern "C" const xconv_engine xconv__engine_cuda_igemm_simt = {
     "cuda.igemm_simt",    XCONV_DEVICE_CUDA, simt_supports,
     simt_workspace_bytes, simt_cost,         simt_run,
     xconv__cuda_wcheck_bytes, xconv__cuda_wcheck_prepack, /* constant weights: checked once */
+    nullptr,
 };

@@ -414,6 +414,8 @@ struct tma_job {
     xconv_canon p;
     long long tile0;
     int a_rank; /* 3, 4 or 5: the spatial dims the A map keeps plus channels and images */
+    int kshift; /* A's channel coordinates start this many channels early, zero-filled by the
+                 * copy engine (cuda.patch_tc's row classes, xconv_tc_views); else 0 */
     int flip;   /* bit d: dim d's taps run backwards in A (B's tap k0, k1, k2 is K - 1 - k) */
     bool y_vec; /* whole 16-byte pieces of y rows */
     bool y_map; /* y has a TMA view (xconv__cuda_map_y): the tile goes out in boxes */

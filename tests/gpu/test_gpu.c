@@ -250,6 +250,12 @@ static bool resb_shape;
 /* Set while main draws SHAPE_WGMMA problems for its packed taps (wgmma_tma_kernel's PK): one
  * group of 64 channels of an 8-bit dtype, kernels of several taps (odd and even counts). */
 static bool pack_shape;
+/* cuda.patch_tc's row classes: 16-bit folded rows of whole 16-byte pieces off 128-byte lines
+ * (cin * prod(k) a multiple of 8, not of 64), enough positions for every class (images of one
+ * window each, channels-first, half of them) */
+static bool class_shape;
+/* plans with constant weights (engines with a prepack make their copies of w once) */
+static bool use_constant_weights;
 
 /* cuda.igemm_wgmma's launch knobs (read at each launch) for the next problem: tile
  * configuration cfg (an index of its CFGS), the persistent grid or not, and (blocks > 0) at
@@ -329,6 +335,7 @@ static problem random_problem_once(shape_kind kind)
             g = 1;
             cin_g = rnd_in(1, 4);
             if (rnd() & 1) cin_g *= 8;
+            if (class_shape && L == XCONV_LAYOUT_CHANNELS_FIRST) n = rnd_in(9, 150);
         }
         if (fold) {
             g = 1;
@@ -400,8 +407,14 @@ static problem random_problem_once(shape_kind kind)
                 xs[i] = i < d - 1 ? rnd_in(1, 60) : rnd() & 1 ? 8 * rnd_in(1, 25) /* rows of 16 bytes */
                                                                 : rnd_in(1, 200);
             if (patch) xs[i] = rnd() & 1 ? ks[i] : ks[i] * rnd_in(1, 3) + rnd_in(0, 1);
+            if (class_shape && L == XCONV_LAYOUT_CHANNELS_FIRST) xs[i] = ks[i];
             ys[i] = out_size(&q, i, xs[i], ks[i]);
             ok = ok && ys[i] >= 1;
+        }
+        if (class_shape) { /* rows of 16-byte pieces off 128-byte lines (16-bit dtypes) */
+            int64_t kk = cin_g;
+            for (int i = 0; i < d; i++) kk *= ks[i];
+            ok = ok && kk % 8 == 0 && kk % 64 != 0;
         }
         if (ok) break;
     }
@@ -425,7 +438,7 @@ static problem random_problem_once(shape_kind kind)
         XCONV_DTYPE_C128, XCONV_DTYPE_BF16, XCONV_DTYPE_I8};
     if (simt) xd = simt_dtypes[rnd() % 13]; /* bf16 and i8 for their f64 / 64-bit sums */
     if (f8k) xd = rnd() & 1 ? XCONV_DTYPE_F8E4M3 : XCONV_DTYPE_F8E5M2;
-    if (cf1) xd = rnd() & 1 ? XCONV_DTYPE_BF16 : XCONV_DTYPE_F16;
+    if (cf1 || class_shape) xd = rnd() & 1 ? XCONV_DTYPE_BF16 : XCONV_DTYPE_F16;
     const xconv_dtype yd = f32k ? XCONV_DTYPE_F32 : pick_out_dtype(xd);
     const int64_t cin = g * cin_g, cout = g * cout_g;
     pb.has_bias = rnd() & 1;
@@ -650,6 +663,7 @@ static xconv_status run_conv(problem *pb, const char *engine, const char **used,
     xconv_plan_options o;
     memset(&o, 0, sizeof o);
     o.engine = engine;
+    o.constant_weights = use_constant_weights;
     return xconv_conv(NULL, &pb->params, &pb->x, &pb->w, pb->has_bias ? &pb->b : NULL, &pb->y, &o,
                       used, err);
 }
@@ -681,8 +695,9 @@ static int patch_switch;
 static void check_patch_switch(problem *pb, buffers *bf, const void *want, void *got,
                                fill_mode mode, const char *what)
 {
-    static const char *const pairs[][2] = {{"0", "1"}, {"0", "w"}, {"w", "1"}, {"1", "0"}};
-    const char *const *pair = pairs[(patch_switch - 1) % 4];
+    static const char *const pairs[][2] = {{"0", "1"}, {"0", "w"}, {"w", "1"},
+                                           {"1", "0"}, {"c", "w"}, {"0", "c"}};
+    const char *const *pair = pairs[(patch_switch - 1) % 6];
     xconv_plan_options o;
     memset(&o, 0, sizeof o);
     o.engine = "cuda.patch_tc";
@@ -1125,6 +1140,21 @@ int main(void)
             patch_switch = 0;
             if (force) wgmma_knobs_clear();
         }
+    /* cuda.patch_tc's row classes (XCONV_PATCH_PAD=c; a quarter with w's single copy, =w),
+     * half with constant weights (w's copies made once, at plan creation), a third of them
+     * also planned under one setting and run under another */
+    class_shape = true;
+    for (int i = 0; !skip_kind(only, SHAPE_PATCH) && i < special_count; i++) {
+        problem pb = random_problem(SHAPE_PATCH);
+        setenv("XCONV_PATCH_PAD", i % 4 == 3 ? "w" : "c", 1);
+        use_constant_weights = i & 1;
+        patch_switch = i % 3 == 0 ? 5 + i / 3 % 2 : 0;
+        check_problem(&pb, (i & 2) ? FILL_REAL : FILL_EXACT);
+        patch_switch = 0;
+        use_constant_weights = false;
+        unsetenv("XCONV_PATCH_PAD");
+    }
+    class_shape = false;
     if (only) goto report;
     /* cuda.igemm_wgmma's resident-B launches (one B tile for all of a launch's tiles, two y
      * tiles in turn): persistent grids of 1-3 blocks, so that each block runs many tiles and
