@@ -34,9 +34,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Row classes by default where the plan copies w once (constant weights); 0 until measured. */
+/* Row classes by default where the plan copies w once (constant weights), and w's copies
+ * made once for constant weights: 0 until measured on a GPU. */
 #ifndef PATCH_CLASSES_DEFAULT
 #define PATCH_CLASSES_DEFAULT 0
+#endif
+#ifndef PATCH_PREPACK_DEFAULT
+#define PATCH_PREPACK_DEFAULT 0
 #endif
 
 namespace {
@@ -363,6 +367,9 @@ bool patch_supports(const xconv_canon *p, const char **why_not)
 
 size_t patch_prepack_bytes(const xconv_canon *p)
 {
+    /* (XCONV_PATCH_PREPACK=1 or =0 turns it on or off, read at plan creation) */
+    const char *env = getenv("XCONV_PATCH_PREPACK");
+    if (!(env ? env[0] == '1' : PATCH_PREPACK_DEFAULT)) return 0;
     xconv_canon q;
     padded pd;
     fold(p, &q);
@@ -426,7 +433,7 @@ double patch_cost(const xconv_canon *p)
     padded pd;
     fold(p, &q);
     if (!pad_plan(&q, pad_knob(), &pd)) return 0.015 * p->flops + 2e4;
-    const double w_bytes = p->constant_weights && pd.mode != COPY_XW ? 0.0 : (double)pd.w_bytes;
+    const double w_bytes = p->prepacked ? 0.0 : (double)pd.w_bytes;
     return 0.015 * p->flops * (pd.mode == COPY_XW ? (double)pd.cpad / (double)q.cin : 1.0) +
            1.5 * ((double)pd.x_bytes + w_bytes) + 4e4;
 }

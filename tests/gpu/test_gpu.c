@@ -1147,12 +1147,14 @@ int main(void)
     for (int i = 0; !skip_kind(only, SHAPE_PATCH) && i < special_count; i++) {
         problem pb = random_problem(SHAPE_PATCH);
         setenv("XCONV_PATCH_PAD", i % 4 == 3 ? "w" : "c", 1);
+        setenv("XCONV_PATCH_PREPACK", "1", 1);
         use_constant_weights = i & 1;
         patch_switch = i % 3 == 0 ? 5 + i / 3 % 2 : 0;
         check_problem(&pb, (i & 2) ? FILL_REAL : FILL_EXACT);
         patch_switch = 0;
         use_constant_weights = false;
         unsetenv("XCONV_PATCH_PAD");
+        unsetenv("XCONV_PATCH_PREPACK");
     }
     class_shape = false;
     if (only) goto report;
