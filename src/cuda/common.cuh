@@ -33,6 +33,16 @@ void         xconv__cuda_leave(const xconv_cuda_scope *s);
 /* DEVICE_ERROR with CUDA's message for the last launch of `engine`, or OK. */
 xconv_status xconv__cuda_launch_status(const char *engine, xconv_error *err);
 
+/* A prepack's device scope at plan creation (*e over p, ctx and w alone): false when the
+ * device cannot be entered (the prepack then leaves its record empty). */
+static inline bool xconv__cuda_prepack_enter(const xconv_canon *p, xconv_context *ctx,
+                                             const void *w, xconv_exec *e, xconv_cuda_scope *s)
+{
+    *e = xconv_exec{};
+    e->p = p, e->ctx = ctx, e->w = w;
+    return xconv__cuda_enter(e, s, nullptr) == XCONV_STATUS_OK;
+}
+
 /* The compute capability (major*10 + minor) of a device, 0 when it cannot be read. */
 int xconv__cuda_device_cc(int device);
 

@@ -13,8 +13,6 @@
  */
 #include "cuda/common.cuh"
 
-#include <string.h>
-
 using namespace xconv_cuda;
 
 namespace {
@@ -252,10 +250,8 @@ void xconv__cuda_wcheck_prepack(const xconv_canon *p, xconv_context *ctx, const 
     int *rec = (int *)packed;
     *rec = -1;
     xconv_exec e;
-    memset(&e, 0, sizeof e);
-    e.p = p, e.ctx = ctx, e.w = w;
     xconv_cuda_scope s;
-    if (xconv__cuda_enter(&e, &s, nullptr) != XCONV_STATUS_OK) return;
+    if (!xconv__cuda_prepack_enter(p, ctx, w, &e, &s)) return;
     int *flag = nullptr;
     if (cudaMallocAsync((void **)&flag, sizeof(int), s.stream) == cudaSuccess) {
         xconv__cuda_flag_nonfinite_w(&e, flag, s.stream);

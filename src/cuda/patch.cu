@@ -32,7 +32,6 @@
 #include "cuda/common.cuh"
 
 #include <stdlib.h>
-#include <string.h>
 
 /* Row classes by default where the plan copies w once (constant weights), and w's copies
  * made once for constant weights: 0 until measured on a GPU. */
@@ -385,10 +384,8 @@ void patch_prepack(const xconv_canon *p, xconv_context *ctx, const void *w, void
     fold(p, &q);
     if (!pad_plan(&q, pad_knob(), &pd) || pd.mode == COPY_XW) return;
     xconv_exec e;
-    memset(&e, 0, sizeof e);
-    e.p = p, e.ctx = ctx, e.w = w;
     xconv_cuda_scope s;
-    if (xconv__cuda_enter(&e, &s, nullptr) != XCONV_STATUS_OK) return;
+    if (!xconv__cuda_prepack_enter(p, ctx, w, &e, &s)) return;
     void *dev = nullptr;
     if (cudaMalloc(&dev, pd.w_bytes) == cudaSuccess) {
         make_copies(&q, pd, nullptr, w, nullptr, dev, s.stream);
