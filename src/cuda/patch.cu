@@ -125,6 +125,14 @@ struct padded {
     xconv_canon job[MAX_CLASSES], a[MAX_CLASSES];
 };
 
+/* Whether a plan with constant weights makes w's copies once (XCONV_PATCH_PREPACK=1 or =0
+ * turns it on or off, else PATCH_PREPACK_DEFAULT). */
+bool prepack_on()
+{
+    const char *env = getenv("XCONV_PATCH_PREPACK");
+    return env ? env[0] == '1' : PATCH_PREPACK_DEFAULT;
+}
+
 /* The knob's first character (0 where unset): read at plan creation and again at each run. */
 char pad_knob()
 {
@@ -219,7 +227,8 @@ bool pad_plan(const xconv_canon *q, char knob, padded *pd)
     } else {
         const bool w_pays = es == 2 && row % 128 && q->n * xconv__prod3(q->y_size) >= PATCH_W_MIN_POS;
         if (knob == '0' || (knob != 'w' && knob != 'c' && !w_pays)) return false;
-        if (knob == 'c' || (knob != 'w' && PATCH_CLASSES_DEFAULT && q->constant_weights))
+        /* (by default only where the class copies are made once: 23.6 MB for qwenvl_patch) */
+        if (knob == 'c' || (knob != 'w' && PATCH_CLASSES_DEFAULT && q->constant_weights && prepack_on()))
             if (class_plan(q, pd)) return true;
         copy_x = false;
     }
@@ -243,13 +252,13 @@ bool pad_plan(const xconv_canon *q, char knob, padded *pd)
     return true;
 }
 
-/* dst[row][0, cpad) = src row (cin elements) then zeros; row = ((a * D0 + i0) * D1 + i1) * D2
- * + i2 at src element base + a*sa + i0*s[0] + i1*s[1] + i2*s[2]: x over (n, positions), w over
- * (o, taps). A block per row (grid-stride), threads along it. */
+/* dst[row][0, cpad) = shift zeros, the src row (cin elements), then zeros; row = ((a * D0 +
+ * i0) * D1 + i1) * D2 + i2 at src element base + a*sa + i0*s[0] + i1*s[1] + i2*s[2]: x over
+ * (n, positions), w over (o, taps). A block per row (grid-stride), threads along it. */
 template <class T>
 __global__ void pad_rows(const T *__restrict__ src, T *__restrict__ dst, int64_t rows, int cin,
-                         int cpad, int64_t base, int64_t sa, int64_t s0, int64_t s1, int64_t s2,
-                         int64_t D0, int64_t D1, int64_t D2)
+                         int cpad, int shift, int64_t base, int64_t sa, int64_t s0, int64_t s1,
+                         int64_t s2, int64_t D0, int64_t D1, int64_t D2)
 {
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         int64_t t = r;
@@ -260,51 +269,32 @@ __global__ void pad_rows(const T *__restrict__ src, T *__restrict__ dst, int64_t
         const int64_t i0 = t % D0, a = t / D0;
         const T *s = src + base + a * sa + i0 * s0 + i1 * s1 + i2 * s2;
         T *d = dst + r * cpad;
-        for (int c = threadIdx.x; c < cpad; c += blockDim.x) d[c] = c < cin ? s[c] : (T)0;
+        for (int c = threadIdx.x; c < cpad; c += blockDim.x)
+            d[c] = c >= shift && c < shift + cin ? s[c - shift] : (T)0;
     }
 }
 
 template <class T>
 void launch_pad(const T *src, T *dst, int64_t rows, const xconv_canon *q, int64_t cpad,
-                int64_t base, int64_t sa, const int64_t s[3], const int64_t D[3], cudaStream_t st)
+                int64_t base, int64_t sa, const int64_t s[3], const int64_t D[3], cudaStream_t st,
+                int shift = 0)
 {
     const int64_t cap = (int64_t)xconv__cuda_device_sms(q->device_index) * 16;
     const unsigned blocks = (unsigned)(rows < cap ? rows : cap);
     const int threads = cpad >= 256 ? 256 : 128;
-    pad_rows<T><<<blocks, threads, 0, st>>>(src, dst, rows, (int)q->cin, (int)cpad, base, sa, s[0],
-                                            s[1], s[2], D[0], D[1], D[2]);
-}
-
-/* w's copies for the row classes: row o of copy j (row j * cout + o of dst, cpad elements) is
- * s_j zeros, w's row o (cin elements from base + o * so), then zeros. */
-struct class_shifts {
-    int s[MAX_CLASSES];
-};
-__global__ void shift_rows(const uint16_t *__restrict__ src, uint16_t *__restrict__ dst,
-                           int64_t rows, int64_t cout, int cin, int cpad, int64_t base, int64_t so,
-                           class_shifts sh)
-{
-    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        const int64_t j = r / cout, o = r - j * cout;
-        const int s = sh.s[j];
-        const uint16_t *w = src + base + o * so;
-        uint16_t *d = dst + r * cpad;
-        for (int c = threadIdx.x; c < cpad; c += blockDim.x)
-            d[c] = c >= s && c < s + cin ? w[c - s] : (uint16_t)0;
-    }
+    pad_rows<T><<<blocks, threads, 0, st>>>(src, dst, rows, (int)q->cin, (int)cpad, shift, base,
+                                            sa, s[0], s[1], s[2], D[0], D[1], D[2]);
 }
 
 /* The copies of w that pd's mode reads (into wdst) and of x (COPY_XW, into xdst). */
 void make_copies(const xconv_canon *q, const padded &pd, const void *x, const void *w, void *xdst,
                  void *wdst, cudaStream_t st)
 {
-    if (pd.mode == COPY_CLASSES) {
-        class_shifts sh;
-        for (int j = 0; j < MAX_CLASSES; j++) sh.s[j] = j < pd.classes ? pd.shift[j] : 0;
-        const int64_t rows = pd.classes * q->cout, cap = (int64_t)xconv__cuda_device_sms(q->device_index) * 16;
-        shift_rows<<<(unsigned)(rows < cap ? rows : cap), 256, 0, st>>>(
-            (const uint16_t *)w, (uint16_t *)wdst, rows, q->cout, (int)q->cin, (int)pd.cpad,
-            q->w_off, q->w_so, sh);
+    if (pd.mode == COPY_CLASSES) { /* copy j: w's rows shifted by s_j (16-bit, one tap) */
+        for (int j = 0; j < pd.classes; j++)
+            launch_pad<uint16_t>((const uint16_t *)w, (uint16_t *)wdst + j * q->cout * pd.cpad,
+                                 q->cout, q, pd.cpad, q->w_off, q->w_so, q->w_sk, q->k_size, st,
+                                 pd.shift[j]);
         return;
     }
     auto copy = [&](auto t) {
@@ -366,9 +356,7 @@ bool patch_supports(const xconv_canon *p, const char **why_not)
 
 size_t patch_prepack_bytes(const xconv_canon *p)
 {
-    /* (XCONV_PATCH_PREPACK=1 or =0 turns it on or off, read at plan creation) */
-    const char *env = getenv("XCONV_PATCH_PREPACK");
-    if (!(env ? env[0] == '1' : PATCH_PREPACK_DEFAULT)) return 0;
+    if (!prepack_on()) return 0;
     xconv_canon q;
     padded pd;
     fold(p, &q);
@@ -414,25 +402,24 @@ void patch_release(const xconv_canon *p, void *packed)
 
 size_t patch_workspace_bytes(const xconv_canon *p)
 {
+    if (p->prepacked) return 0; /* (w's copies only, held by the plan) */
     xconv_canon q;
     padded pd;
     fold(p, &q);
-    if (p->prepacked) return 0; /* (w's copies only, held by the plan) */
     return pad_plan(&q, pad_knob(), &pd) ? pd.x_bytes + pd.w_bytes : 0;
 }
 
 /* Below cuda.igemm_tc: the same kernel with fewer, longer K runs; the copies add their zero
- * channels and the bytes they move (as cuda.cf_tc's transposes), w's none where the plan
- * makes them once. */
+ * channels and the bytes they move (as cuda.cf_tc's transposes; engines are chosen before any
+ * prepack, so w's copies count even where the plan will make them once). */
 double patch_cost(const xconv_canon *p)
 {
     xconv_canon q;
     padded pd;
     fold(p, &q);
     if (!pad_plan(&q, pad_knob(), &pd)) return 0.015 * p->flops + 2e4;
-    const double w_bytes = p->prepacked ? 0.0 : (double)pd.w_bytes;
     return 0.015 * p->flops * (pd.mode == COPY_XW ? (double)pd.cpad / (double)q.cin : 1.0) +
-           1.5 * ((double)pd.x_bytes + w_bytes) + 4e4;
+           1.5 * (double)(pd.x_bytes + pd.w_bytes) + 4e4;
 }
 
 xconv_status patch_run(const xconv_exec *e, xconv_error *err)

@@ -737,6 +737,35 @@ static void check_patch_switch(problem *pb, buffers *bf, const void *want, void 
     unsetenv("XCONV_PATCH_PAD");
 }
 
+/* A row-class problem of images of one window (channels-first): under XCONV_PATCH_PAD=c the
+ * plan must take the classes, not fall back to w's single copy unseen. Its C >= 2 copies of w
+ * (rows of whole 128-byte blocks, each at least as long as the single copy's) need at least
+ * twice the single copy's workspace. */
+static void check_classes_planned(problem *pb, const char *what)
+{
+    const char *knob = getenv("XCONV_PATCH_PAD");
+    if (!knob || knob[0] != 'c' || pb->params.layout != XCONV_LAYOUT_CHANNELS_FIRST) return;
+    const int d = pb->x.rank - 2;
+    for (int i = 0; i < d; i++)
+        if (pb->x.shape[2 + i] != pb->w.shape[2 + i]) return; /* not one window per image */
+    const int64_t kk = pb->k_red, cout = pb->y.shape[1];
+    const size_t single = (size_t)(cout * ((kk + 63) / 64 * 64) * 2 + 255) / 256 * 256;
+    xconv_plan_options o;
+    memset(&o, 0, sizeof o);
+    o.engine = "cuda.patch_tc";
+    xconv_error err;
+    xconv_plan *plan = NULL;
+    const xconv_status s = xconv_plan_create(NULL, &pb->params, &pb->x, &pb->w,
+                                             pb->has_bias ? &pb->b : NULL, &pb->y, &o, &plan, &err);
+    XT_CHECK(s == XCONV_STATUS_OK, "cuda.patch_tc on %s: %s", what, err.description);
+    if (s != XCONV_STATUS_OK) return;
+    const size_t ws = xconv_plan_workspace_size(plan);
+    XT_CHECK(ws >= 2 * single,
+             "cuda.patch_tc on %s (XCONV_PATCH_PAD=c): workspace %zu bytes, not the row classes' "
+             "copies (at least 2 x %zu)", what, ws, single);
+    xconv_plan_destroy(plan);
+}
+
 static void check_problem(problem *pb, fill_mode mode)
 {
     char what[512], msg[256] = "";
@@ -791,6 +820,7 @@ static void check_problem(problem *pb, fill_mode mode)
                      msg);
         }
     }
+    if (class_shape) check_classes_planned(pb, what);
     if (patch_switch) check_patch_switch(pb, &bf, want, got, mode, what);
     /* f32 conv once more with reduced-precision math allowed: cuda.f32_bf16x3 (hi/lo bf16
      * splits, about 2^-17 per product) */
