@@ -519,6 +519,27 @@ static bool conv_runs(const ig_task *t, ig_run_entry *rt)
     return padded && !q->pad_copy;
 }
 
+/* a[r * mr + i] = base[i] + run r's offset, with mr a constant in each case, so that the
+ * loop over rows becomes vector adds: rn50_conv1's 7 runs x 6 rows per tile (runs of 21
+ * values) as scalar code cost 3% of the conv (f32, one thread, 84.6% -> 87.1% of the FMA
+ * peak). */
+static inline void fill_runs(const void **a, const char *const *base, const ig_run_entry *rt,
+                             int64_t runs, int64_t es, int mr)
+{
+#define IG_FILL(M)                                                                    \
+    for (int64_t r = 0; r < runs; r++) {                                              \
+        const int64_t off = (int64_t)rt[r].off * es;                                  \
+        for (int i = 0; i < (M); i++) a[r * (M) + i] = base[i] + off;                 \
+    }
+    switch (mr) {
+    case 4: IG_FILL(4) break;
+    case 6: IG_FILL(6) break;
+    case 8: IG_FILL(8) break;
+    default: IG_FILL(mr)
+    }
+#undef IG_FILL
+}
+
 /* Fills the A pointers of one conv tile (every run, mr rows) and its live rows' y element
  * offsets at output channel 0; returns the number of runs. Rows past the last position and
  * taps in the padding read the zero buffer. With sel (t->skip_taps, check set), a run that
@@ -555,8 +576,10 @@ static int64_t conv_tile(const ig_task *t, int64_t g, int64_t tile, const ig_run
     const char *src = t->src;
     const int64_t es = t->src_es;
     if (!check && live == mr) {
-        for (int64_t r = 0; r < q->runs; r++)
-            for (int i = 0; i < mr; i++) a[r * mr + i] = src + (int64_t)(xb[i] + rt[r].off) * es;
+        /* every tap inside x: row i's first tap (an address in x) plus each run's offset */
+        const char *base[8];
+        for (int i = 0; i < mr; i++) base[i] = src + (int64_t)xb[i] * es;
+        fill_runs(a, base, rt, q->runs, es, mr);
         return q->runs;
     }
     int64_t kept = 0;
