@@ -575,11 +575,24 @@ static int64_t conv_tile(const ig_task *t, int64_t g, int64_t tile, const ig_run
     *m = live;
     const char *src = t->src;
     const int64_t es = t->src_es;
-    if (!check && live == mr) {
+    /* A full tile whose rows read every tap inside x (the interior's tiles of a conv with
+     * its padding left out of x: the runs go in kernel order, so the last reaches furthest
+     * along every dim) takes the plain pointers without a check per run and row: f32 3x3
+     * layers of 64-512 channels and c3d, one thread, 2-5% (A/B runs of one binary) */
+    bool inside = live == mr;
+    if (check && inside) {
+        const ig_run_entry *far = &rt[q->runs - 1];
+        for (int i = 0; i < mr; i++)
+            inside &= q0[i] >= 0 && q0[i] + far->d0 < p->x_size[0] && q1[i] >= 0 &&
+                      q1[i] + far->d1 < p->x_size[1] && q2[i] >= 0 && q2[i] + far->d2 < p->x_size[2];
+    }
+    if (inside) {
         /* every tap inside x: row i's first tap (an address in x) plus each run's offset */
         const char *base[8];
         for (int i = 0; i < mr; i++) base[i] = src + (int64_t)xb[i] * es;
         fill_runs(a, base, rt, q->runs, es, mr);
+        if (sel)
+            for (int64_t r = 0; r < q->runs; r++) sel[r] = (int32_t)r;
         return q->runs;
     }
     int64_t kept = 0;
