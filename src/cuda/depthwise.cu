@@ -389,6 +389,8 @@ int64_t vec_chunk(const xconv_canon *p, int V)
     return cc > p->cin ? p->cin : cc;
 }
 
+size_t ctype_bytes(xconv_ctype ct) { return xconv__ctype_size(ct); }
+
 bool is_float16x(xconv_dtype d)
 {
     return d == XCONV_DTYPE_BF16 || d == XCONV_DTYPE_F16 || d == XCONV_DTYPE_F32;
@@ -396,17 +398,31 @@ bool is_float16x(xconv_dtype d)
 
 bool is_f8(xconv_dtype d) { return d == XCONV_DTYPE_F8E4M3 || d == XCONV_DTYPE_F8E5M2; }
 
+bool is_int32x(xconv_dtype d)
+{
+    return d == XCONV_DTYPE_I8 || d == XCONV_DTYPE_U8 || d == XCONV_DTYPE_I16 ||
+           d == XCONV_DTYPE_U16 || d == XCONV_DTYPE_I32 || d == XCONV_DTYPE_U32;
+}
+
 /* The 16-byte channels-last path: multiplier 1, channels contiguous, aligned rows, and
- * bf16 / f16 / f32 / fp8 in and out with f32 sums or i8 / u8 in with u32 sums out to the same
- * dtype or a 4-byte integer (YB: y's element bytes). */
+ * bf16 / f16 / f32 / fp8 in and out with f32 sums, 8-, 16- or 32-bit integers in with u32
+ * sums out to the same dtype or a 4-byte integer (YB: y's element bytes), f64 / c64 / c128 in
+ * and out, or i64 / u64 in and out (u64 sums). */
 bool cl16_ok(const xconv_canon *p)
 {
-    const xconv_dtype d = p->x_dtype;
-    const bool byte = d == XCONV_DTYPE_I8 || d == XCONV_DTYPE_U8;
-    if (is_float16x(d) || is_f8(d) ? p->y_dtype != d || p->ct != XCONV_CT_F32
-                                   : !byte || p->ct != XCONV_CT_U32 ||
-                                         (p->y_dtype != d && xconv_dtype_size(p->y_dtype) != 4))
-        return false;
+    const xconv_dtype d = p->x_dtype, yd = p->y_dtype;
+    const size_t ys = xconv_dtype_size(yd);
+    bool kinds;
+    if (is_float16x(d) || is_f8(d))
+        kinds = yd == d && p->ct == XCONV_CT_F32;
+    else if (d == XCONV_DTYPE_F64 || d == XCONV_DTYPE_C64 || d == XCONV_DTYPE_C128)
+        kinds = yd == d; /* and the compute type is x's own */
+    else if (is_int32x(d))
+        kinds = p->ct == XCONV_CT_U32 && (yd == d || ys == 4);
+    else
+        kinds = (d == XCONV_DTYPE_I64 || d == XCONV_DTYPE_U64) && p->ct == XCONV_CT_U64 &&
+                (yd == d || ys == 8);
+    if (!kinds) return false;
     if (p->cout_g != 1 || p->x_sc != 1 || p->y_sc != 1) return false;
     const int64_t V = 16 / (int64_t)xconv_dtype_size(d);
     const int64_t VY = 16 / (int64_t)xconv_dtype_size(p->y_dtype);
@@ -436,7 +452,7 @@ bool vec_ok(const xconv_canon *p)
 int64_t slide_chunk(const xconv_canon *p, int V)
 {
     const int64_t vecs = p->cin / V;
-    int64_t most = SLIDE_WBYTES / ((xconv__prod3(p->k_size) + 1) * V * 4);
+    int64_t most = SLIDE_WBYTES / ((xconv__prod3(p->k_size) + 1) * V * (int64_t)ctype_bytes(p->ct));
     if (most > SLIDE_THREADS) most = SLIDE_THREADS;
     const int64_t chunks = (vecs + most - 1) / most;
     return (vecs + chunks - 1) / chunks;
@@ -451,7 +467,7 @@ bool slide_ok(const xconv_canon *p)
     if (!cl16_ok(p) || (p->k_size[2] != 3 && p->k_size[2] != 5)) return false;
     if (p->dil[2] != 1 || p->stride[2] < 1 || p->stride[2] > 2) return false;
     const int V = 16 / (int)xconv_dtype_size(p->x_dtype);
-    if ((xconv__prod3(p->k_size) + 1) * V * 4 > SLIDE_WBYTES) return false;
+    if ((xconv__prod3(p->k_size) + 1) * V * (int64_t)ctype_bytes(p->ct) > SLIDE_WBYTES) return false;
     if (p->x_sn < 0 || p->y_sn < 0) return false;
     int64_t x_end = p->x_off + (p->n - 1) * p->x_sn + p->cin;
     int64_t y_end = p->y_off + (p->n - 1) * p->y_sn + p->cout;
@@ -469,8 +485,6 @@ bool slide_ok(const xconv_canon *p)
     return x_end <= INT32_MAX && y_end <= INT32_MAX && items <= INT32_MAX &&
            (p->cin / V + cv - 1) / cv <= 65535;
 }
-
-size_t ctype_bytes(xconv_ctype ct) { return xconv__ctype_size(ct); }
 
 bool dw_supports(const xconv_canon *p, const char **why_not)
 {
@@ -561,7 +575,7 @@ void launch_slide(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
     sg.y0 = make_udiv((uint32_t)p->y_size[0]);
     sg.items = (uint32_t)(p->n * p->y_size[0] * p->y_size[1] * runs);
     sg.cv = (int)cv, sg.vecs = (int)(p->cin / V);
-    const size_t smem = (size_t)((xconv__prod3(p->k_size) + 1) * cv * V * 4);
+    const size_t smem = (size_t)((xconv__prod3(p->k_size) + 1) * cv * V) * sizeof(typename vec_traits<D>::A);
     /* one wave: the blocks that fit the SMs at once, shared by the chunks */
     int per_sm = 0;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, SLIDE_THREADS, smem) !=
@@ -589,7 +603,7 @@ xconv_status dw_run(const xconv_exec *e, xconv_error *err)
     const bool vec = aligned && vec_ok(p);
     cfp_geom gm;
     const bool plane = !(old && old[0] == '1') && !channels_fastest(p) && cfp_plan(p, &gm);
-    const bool y4 = xconv_dtype_size(p->y_dtype) == 4; /* i8 / u8 into i32 / u32 */
+    const bool y4 = xconv_dtype_size(p->y_dtype) == 4; /* 8/16-bit integers into i32 / u32 */
     return xconv__cuda_run(e, "cuda.depthwise", err, [&](cudaStream_t st) {
         if (slide) {
             switch (p->x_dtype) {
@@ -602,10 +616,25 @@ xconv_status dw_run(const xconv_exec *e, xconv_error *err)
                 if (y4) launch_slide<XCONV_DTYPE_I8, 4>(p, e, st);
                 else launch_slide<XCONV_DTYPE_I8, 1>(p, e, st);
                 break;
-            default:
+            case XCONV_DTYPE_U8:
                 if (y4) launch_slide<XCONV_DTYPE_U8, 4>(p, e, st);
                 else launch_slide<XCONV_DTYPE_U8, 1>(p, e, st);
                 break;
+            case XCONV_DTYPE_I16:
+                if (y4) launch_slide<XCONV_DTYPE_I16, 4>(p, e, st);
+                else launch_slide<XCONV_DTYPE_I16, 2>(p, e, st);
+                break;
+            case XCONV_DTYPE_U16:
+                if (y4) launch_slide<XCONV_DTYPE_U16, 4>(p, e, st);
+                else launch_slide<XCONV_DTYPE_U16, 2>(p, e, st);
+                break;
+            case XCONV_DTYPE_I32: launch_slide<XCONV_DTYPE_I32, 4>(p, e, st); break;
+            case XCONV_DTYPE_U32: launch_slide<XCONV_DTYPE_U32, 4>(p, e, st); break;
+            case XCONV_DTYPE_F64: launch_slide<XCONV_DTYPE_F64, 8>(p, e, st); break;
+            case XCONV_DTYPE_I64: launch_slide<XCONV_DTYPE_I64, 8>(p, e, st); break;
+            case XCONV_DTYPE_U64: launch_slide<XCONV_DTYPE_U64, 8>(p, e, st); break;
+            case XCONV_DTYPE_C64: launch_slide<XCONV_DTYPE_C64, 8>(p, e, st); break;
+            default: launch_slide<XCONV_DTYPE_C128, 16>(p, e, st); break;
             }
         } else if (vec) {
             switch (p->x_dtype) {

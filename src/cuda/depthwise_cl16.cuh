@@ -1,7 +1,7 @@
 /*
  * depthwise_cl16.cuh — cuda.depthwise's channels-last kernels over 16-byte vectors of
  * channels (depthwise.cu, its one includer; hence the anonymous namespace): the element
- * traits of bf16 / f16 / f32, fp8 and the byte integers, one vector's multiply-adds and rounded
+ * traits of bf16 / f16 / f32, fp8 and the 8-, 16- and 32-bit integers, one vector's multiply-adds and rounded
  * store, dw_vec (a few output positions per thread, weights staged per block) and dw_slide
  * (runs of outputs along the innermost dim, each input column loaded once).
  */
@@ -34,7 +34,6 @@ template <xconv_dtype D> struct vec_traits;
 /* bf16 and f16: 8 halves in the 4 words. */
 template <xconv_dtype D> struct half_traits {
     using A = float;
-    using A4 = float4;
     static constexpr int V = 8;
     static __device__ __forceinline__ float get(const uint32_t (&q)[4], int i)
     {
@@ -54,7 +53,6 @@ template <> struct vec_traits<XCONV_DTYPE_BF16> : half_traits<XCONV_DTYPE_BF16> 
 template <> struct vec_traits<XCONV_DTYPE_F16> : half_traits<XCONV_DTYPE_F16> {};
 template <> struct vec_traits<XCONV_DTYPE_F32> {
     using A = float;
-    using A4 = float4;
     static constexpr int V = 4;
     static __device__ __forceinline__ float get(const uint32_t (&q)[4], int i)
     {
@@ -71,7 +69,6 @@ template <> struct vec_traits<XCONV_DTYPE_F32> {
  * stored as 4-byte integers or truncated to bytes. */
 template <xconv_dtype D> struct byte_traits {
     using A = uint32_t;
-    using A4 = uint4;
     static constexpr int V = 16;
     static __device__ __forceinline__ uint32_t get(const uint32_t (&q)[4], int i)
     {
@@ -95,13 +92,98 @@ template <xconv_dtype D> struct byte_traits {
 template <> struct vec_traits<XCONV_DTYPE_I8> : byte_traits<XCONV_DTYPE_I8> {};
 template <> struct vec_traits<XCONV_DTYPE_U8> : byte_traits<XCONV_DTYPE_U8> {};
 
+/* i16 / u16 (8 per vector) and i32 / u32 (4): widened as load_int does, wrapping u32 sums
+ * stored as 4-byte integers or, for 16-bit x, truncated to 16 bits. */
+template <xconv_dtype D> struct int_traits {
+    using A = uint32_t;
+    static constexpr bool WIDE = D == XCONV_DTYPE_I32 || D == XCONV_DTYPE_U32;
+    static constexpr int V = WIDE ? 4 : 8;
+    static __device__ __forceinline__ uint32_t get(const uint32_t (&q)[4], int i)
+    {
+        if constexpr (WIDE) return q[i];
+        const uint32_t h = q[i >> 1] >> (16 * (i & 1)) & 0xffffu;
+        return D == XCONV_DTYPE_I16 ? (uint32_t)(int32_t)(int16_t)h : h;
+    }
+    template <int YB, int W> static __device__ __forceinline__ void words(const uint32_t *a, uint32_t (&o)[W])
+    {
+        static_assert(YB == 4 || (YB == 2 && !WIDE), "y of 4 bytes, or 16-bit x's own width");
+#pragma unroll
+        for (int i = 0; i < W; i++) o[i] = YB == 4 ? a[i] : __byte_perm(a[2 * i], a[2 * i + 1], 0x5410);
+    }
+};
+template <> struct vec_traits<XCONV_DTYPE_I16> : int_traits<XCONV_DTYPE_I16> {};
+template <> struct vec_traits<XCONV_DTYPE_U16> : int_traits<XCONV_DTYPE_U16> {};
+template <> struct vec_traits<XCONV_DTYPE_I32> : int_traits<XCONV_DTYPE_I32> {};
+template <> struct vec_traits<XCONV_DTYPE_U32> : int_traits<XCONV_DTYPE_U32> {};
+
+/* The 8- and 16-byte elements, x and y of one dtype (or i64 / u64 either way): f64, i64 / u64
+ * (u64 sums), c64, c128; V = 2 or 1 per vector, their words as they lie in memory. */
+template <xconv_dtype D> struct wide_traits {
+    using A = typename std::conditional<
+        D == XCONV_DTYPE_F64, double,
+        typename std::conditional<D == XCONV_DTYPE_C64, xconv_c64,
+                                  typename std::conditional<D == XCONV_DTYPE_C128, xconv_c128,
+                                                            uint64_t>::type>::type>::type;
+    static constexpr int V = D == XCONV_DTYPE_C128 ? 1 : 2;
+    static __device__ __forceinline__ A get(const uint32_t (&q)[4], int i)
+    {
+        const uint32_t lo = q[2 * i], hi = q[2 * i + 1];
+        if constexpr (D == XCONV_DTYPE_F64) return __hiloint2double((int)hi, (int)lo);
+        else if constexpr (D == XCONV_DTYPE_C64) return A{__uint_as_float(lo), __uint_as_float(hi)};
+        else if constexpr (D == XCONV_DTYPE_C128)
+            return A{__hiloint2double((int)q[1], (int)q[0]), __hiloint2double((int)q[3], (int)q[2])};
+        else return (uint64_t)lo | (uint64_t)hi << 32;
+    }
+    template <int YB, int W> static __device__ __forceinline__ void words(const A *a, uint32_t (&o)[W])
+    {
+        static_assert(YB * V == 16 && W == 4, "y of x's width");
+#pragma unroll
+        for (int i = 0; i < V; i++) {
+            if constexpr (D == XCONV_DTYPE_F64) {
+                o[2 * i] = (uint32_t)__double2loint(a[i]), o[2 * i + 1] = (uint32_t)__double2hiint(a[i]);
+            } else if constexpr (D == XCONV_DTYPE_C64) {
+                o[2 * i] = __float_as_uint(a[i].re), o[2 * i + 1] = __float_as_uint(a[i].im);
+            } else if constexpr (D == XCONV_DTYPE_C128) {
+                o[0] = (uint32_t)__double2loint(a[i].re), o[1] = (uint32_t)__double2hiint(a[i].re);
+                o[2] = (uint32_t)__double2loint(a[i].im), o[3] = (uint32_t)__double2hiint(a[i].im);
+            } else {
+                o[2 * i] = (uint32_t)a[i], o[2 * i + 1] = (uint32_t)(a[i] >> 32);
+            }
+        }
+    }
+};
+template <> struct vec_traits<XCONV_DTYPE_F64> : wide_traits<XCONV_DTYPE_F64> {};
+template <> struct vec_traits<XCONV_DTYPE_I64> : wide_traits<XCONV_DTYPE_I64> {};
+template <> struct vec_traits<XCONV_DTYPE_U64> : wide_traits<XCONV_DTYPE_U64> {};
+template <> struct vec_traits<XCONV_DTYPE_C64> : wide_traits<XCONV_DTYPE_C64> {};
+template <> struct vec_traits<XCONV_DTYPE_C128> : wide_traits<XCONV_DTYPE_C128> {};
+
+/* The Q = 16 / sizeof(A) compute-type values of a 16-byte quad of dw_slide's staged weights. */
+template <class A> __device__ __forceinline__ void unpack16(const uint4 &t, A *out)
+{
+    if constexpr (std::is_same<A, float>::value) {
+        out[0] = __uint_as_float(t.x), out[1] = __uint_as_float(t.y);
+        out[2] = __uint_as_float(t.z), out[3] = __uint_as_float(t.w);
+    } else if constexpr (std::is_same<A, uint32_t>::value) {
+        out[0] = t.x, out[1] = t.y, out[2] = t.z, out[3] = t.w;
+    } else if constexpr (std::is_same<A, double>::value) {
+        out[0] = __hiloint2double((int)t.y, (int)t.x), out[1] = __hiloint2double((int)t.w, (int)t.z);
+    } else if constexpr (std::is_same<A, uint64_t>::value) {
+        out[0] = (uint64_t)t.x | (uint64_t)t.y << 32, out[1] = (uint64_t)t.z | (uint64_t)t.w << 32;
+    } else if constexpr (std::is_same<A, xconv_c64>::value) {
+        out[0] = A{__uint_as_float(t.x), __uint_as_float(t.y)};
+        out[1] = A{__uint_as_float(t.z), __uint_as_float(t.w)};
+    } else {
+        out[0] = A{__hiloint2double((int)t.y, (int)t.x), __hiloint2double((int)t.w, (int)t.z)};
+    }
+}
+
 /* e4m3 / e5m2: 16 codes in the 4 words, f32 sums, y of the same dtype. Codes are widened in
  * pairs through an f16x2 (common.cuh's fp8x2_to_f16x2: exact; a NaN code's NaN becomes the
  * canonical one in its first multiply-add, as every float sum here runs through one), sums
  * rounded by mini_encode, as the library rounds. */
 template <xconv_dtype D> struct f8_traits {
     using A = float;
-    using A4 = float4;
     static constexpr int V = 16;
     /* elements 2j and 2j + 1 (vec_mac takes them in pairs) */
     static __device__ __forceinline__ float2 pair(const uint32_t (&q)[4], int j)
@@ -137,7 +219,7 @@ __device__ __forceinline__ void vec_mac(typename vec_traits<D>::A *acc, const ui
         }
     } else {
 #pragma unroll
-        for (int v = 0; v < vec_traits<D>::V; v++) acc[v] += vec_traits<D>::get(q, v) * wf[v];
+        for (int v = 0; v < vec_traits<D>::V; v++) ops<typename vec_traits<D>::A>::mac(acc[v], vec_traits<D>::get(q, v), wf[v]);
     }
 }
 
@@ -336,11 +418,12 @@ template <xconv_dtype D, int KW, int SW, bool EDGE>
 __device__ __forceinline__ void
 slide_row(typename vec_traits<D>::A (&acc)[slide_run(KW, SW, vec_traits<D>::V)][vec_traits<D>::V],
           const char *__restrict__ x, uint32_t row, uint32_t xs2, int c_lo, int c_hi,
-          const typename vec_traits<D>::A4 *wr, int cv)
+          const uint4 *wr, int cv)
 {
-    constexpr int V = vec_traits<D>::V, ES = 16 / V, H = V / 4;
+    using A = typename vec_traits<D>::A;
+    constexpr int V = vec_traits<D>::V, ES = 16 / V, Q = (int)(16 / sizeof(A)), H = V / Q;
     constexpr int RUN = slide_run(KW, SW, V), COLS = (RUN - 1) * SW + KW;
-    constexpr bool FLOAT = std::is_same<typename vec_traits<D>::A, float>::value;
+    constexpr bool FLOAT = !std::is_integral<A>::value;
     uint4 xv[COLS];
 #pragma unroll
     for (int c = 0; c < COLS; c++)
@@ -349,12 +432,9 @@ slide_row(typename vec_traits<D>::A (&acc)[slide_run(KW, SW, vec_traits<D>::V)][
                     : make_uint4(0, 0, 0, 0);
 #pragma unroll
     for (int k2 = 0; k2 < KW; k2++) {
-        typename vec_traits<D>::A wf[V];
+        A wf[V];
 #pragma unroll
-        for (int h = 0; h < H; h++) {
-            const typename vec_traits<D>::A4 t = wr[(k2 * H + h) * cv];
-            wf[4 * h] = t.x, wf[4 * h + 1] = t.y, wf[4 * h + 2] = t.z, wf[4 * h + 3] = t.w;
-        }
+        for (int h = 0; h < H; h++) unpack16<A>(wr[(k2 * H + h) * cv], wf + Q * h);
 #pragma unroll
         for (int r = 0; r < RUN; r++) {
             const int c = r * SW + k2;
@@ -370,8 +450,8 @@ slide_row(typename vec_traits<D>::A (&acc)[slide_run(KW, SW, vec_traits<D>::V)][
  * vectors instead of RUN * KW (9 for 12 taps at stride 2 and RUN 4, 6 at stride 1), all in
  * flight together. Dims 0 and 1 are runtime loops over rows, so any kernel size, stride and
  * dilation there. The weights (and bias, as a last row) are staged once per block in the
- * compute type (f32, or u32 for bytes) as [row][V / 4][cv] 16-byte quads, neighbouring lanes
- * on neighbouring quads; a thread keeps its
+ * compute type A as [row][V / Q][cv] 16-byte quads of Q = 16 / sizeof(A) values, neighbouring
+ * lanes on neighbouring quads; a thread keeps its
  * vector for the whole grid-stride loop (the thread count used is a multiple of the chunk's
  * vectors). Offsets are 32-bit (slide_ok); a column left of x wraps around 2^32 in row but
  * is never loaded. grid: a full wave of blocks per chunk, grid.y the channel chunks. */
@@ -381,19 +461,18 @@ dw_slide(const xconv_canon p, const slide_geom sg, const char *__restrict__ x,
          const char *__restrict__ w, const char *__restrict__ bias, char *__restrict__ y)
 {
     using A = typename vec_traits<D>::A;
-    using A4 = typename vec_traits<D>::A4;
-    constexpr int V = vec_traits<D>::V, H = V / 4;
+    constexpr int V = vec_traits<D>::V, Q = (int)(16 / sizeof(A)), H = V / Q;
     constexpr int RUN = slide_run(KW, SW, V), COLS = (RUN - 1) * SW + KW;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    A4 *wk = (A4 *)smem_raw;
+    uint4 *wk = (uint4 *)smem_raw;
     const int K0 = (int)p.k_size[0], K1 = (int)p.k_size[1], taps = K0 * K1 * KW;
     const int v_base = blockIdx.y * sg.cv;
     const int cw = sg.vecs - v_base < sg.cv ? sg.vecs - v_base : sg.cv;
     /* thread i stages channel element i of the chunk, every tap and then the bias */
     for (int i = threadIdx.x; i < cw * V; i += SLIDE_THREADS) {
         const int64_t wc = p.w_off + ((int64_t)v_base * V + i) * p.w_sg;
-        A *dst = (A *)&wk[i % V / 4 * sg.cv + i / V] + i % 4;
-        const int tap_words = H * sg.cv * 4;
+        A *dst = (A *)&wk[i % V / Q * sg.cv + i / V] + i % Q;
+        const int tap_words = H * sg.cv * Q; /* in A's */
         for (int k0 = 0; k0 < K0; k0++)
             for (int k1 = 0; k1 < K1; k1++)
 #pragma unroll
@@ -409,7 +488,7 @@ dw_slide(const xconv_canon p, const slide_geom sg, const char *__restrict__ x,
     const uint32_t f = blockIdx.x * SLIDE_THREADS + threadIdx.x;
     if (f >= used) return;
     const int cg = (int)(f % cw);
-    const A4 *wt = wk + cg;
+    const uint4 *wt = wk + cg;
     const int X0 = (int)p.x_size[0], X1 = (int)p.x_size[1], X2 = (int)p.x_size[2];
     const int Y2 = (int)p.y_size[2];
     const uint32_t xs2 = (uint32_t)p.x_ss[2], ch0 = (uint32_t)(v_base + cg) * V;
@@ -424,13 +503,14 @@ dw_slide(const xconv_canon p, const slide_geom sg, const char *__restrict__ x,
         A acc[RUN][V];
 #pragma unroll
         for (int h = 0; h < H; h++) {
-            const A4 b = wt[(taps * H + h) * sg.cv];
+            A b[Q];
+            unpack16<A>(wt[(taps * H + h) * sg.cv], b);
 #pragma unroll
             for (int r = 0; r < RUN; r++)
-                acc[r][4 * h] = b.x, acc[r][4 * h + 1] = b.y, acc[r][4 * h + 2] = b.z,
-                           acc[r][4 * h + 3] = b.w;
+#pragma unroll
+                for (int j = 0; j < Q; j++) acc[r][Q * h + j] = b[j];
         }
-        constexpr bool FLOAT = std::is_same<A, float>::value;
+        constexpr bool FLOAT = !std::is_integral<A>::value;
         for (int k0 = 0; k0 < K0; k0++) {
             const int i0 = j0 * (int)p.stride[0] + k0 * (int)p.dil[0] - (int)p.pad_lo[0];
             const bool in0 = i0 >= 0 && i0 < X0;
@@ -440,7 +520,7 @@ dw_slide(const xconv_canon p, const slide_geom sg, const char *__restrict__ x,
                 const bool in = in0 && i1 >= 0 && i1 < X1;
                 if (!in && !FLOAT) continue;
                 const uint32_t row = xn + i0 * (uint32_t)p.x_ss[0] + i1 * (uint32_t)p.x_ss[1];
-                const A4 *wr = wt + (k0 * K1 + k1) * KW * H * sg.cv;
+                const uint4 *wr = wt + (k0 * K1 + k1) * KW * H * sg.cv;
                 if (!in) /* a float padding row: zeros times the row's weights */
                     slide_row<D, KW, SW, true>(acc, x, row, xs2, 0, 0, wr, sg.cv);
                 else if (c_lo == 0 && c_hi == COLS)

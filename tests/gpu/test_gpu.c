@@ -285,7 +285,7 @@ static problem random_problem_once(shape_kind kind)
                     f32k || fold || f8k || cf1;
     const bool dw = kind == SHAPE_DEPTHWISE, patch = kind == SHAPE_PATCH;
     /* a quarter of the depthwise problems shaped for dw_slide: channels-last, 16k channels,
-     * 3- or 5-wide innermost windows at stride 1-2, 16-byte and 1-byte dtypes (fp8 too) */
+     * 3- or 5-wide innermost windows at stride 1-2, every dtype (fp8 too) */
     const bool slide = dw && rnd() % 4 == 0;
     /* and a quarter shaped for dw_cf_plane: channels-first, square 3x3 / 5x5 windows at one
      * stride 1 or 2, no dilation, 2-D or 3-D with a 1-wide outer window */
@@ -427,10 +427,12 @@ static problem random_problem_once(shape_kind kind)
     if (resb_shape) cin_g = 128 / (int64_t)xconv_dtype_size(xd); /* one whole 128-byte block */
     if (pack_shape) xd = tc_dtypes[2 + rnd() % 4];                  /* i8, u8, e4m3, e5m2 */
     if (dw && (cf_plane || (rnd() & 1))) xd = dw_dtypes[rnd() % 3]; /* the 16-byte and direct paths */
-    static const xconv_dtype slide_dtypes[] = {XCONV_DTYPE_BF16,   XCONV_DTYPE_F16,   XCONV_DTYPE_F32,
-                                               XCONV_DTYPE_I8,     XCONV_DTYPE_U8,    XCONV_DTYPE_F8E4M3,
-                                               XCONV_DTYPE_F8E5M2};
-    if (slide) xd = slide_dtypes[rnd() % 7];
+    static const xconv_dtype slide_dtypes[] = {
+        XCONV_DTYPE_BF16, XCONV_DTYPE_F16, XCONV_DTYPE_F32, XCONV_DTYPE_I8,  XCONV_DTYPE_U8,
+        XCONV_DTYPE_F8E4M3, XCONV_DTYPE_F8E5M2, XCONV_DTYPE_I16, XCONV_DTYPE_U16, XCONV_DTYPE_I32,
+        XCONV_DTYPE_U32, XCONV_DTYPE_F64, XCONV_DTYPE_I64, XCONV_DTYPE_U64, XCONV_DTYPE_C64,
+        XCONV_DTYPE_C128};
+    if (slide) xd = slide_dtypes[rnd() % 16];
     if (f32k) xd = XCONV_DTYPE_F32;
     static const xconv_dtype simt_dtypes[] = {
         XCONV_DTYPE_F32, XCONV_DTYPE_F32, XCONV_DTYPE_F64, XCONV_DTYPE_I16, XCONV_DTYPE_U16,
