@@ -592,6 +592,17 @@ void launch_slide(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
                                             (const char *)e->bias, (char *)e->y);
 }
 
+/* dw_slide for x's dtype D: y of x's width, or (8- and 16-bit integers, u32 sums) of 4 bytes. */
+template <xconv_dtype D>
+void launch_slide_y(const xconv_canon *p, const xconv_exec *e, cudaStream_t st, bool y4)
+{
+    constexpr int OWN = 16 / vec_traits<D>::V; /* x's element bytes */
+    if constexpr (OWN < 4 && std::is_same<typename vec_traits<D>::A, uint32_t>::value) {
+        if (y4) return launch_slide<D, 4>(p, e, st);
+    }
+    launch_slide<D, OWN>(p, e, st);
+}
+
 /* dw_slide where it fits, else dw_vec, dw_cf_plane, dw_cf_direct, or the generic kernels;
  * XCONV_DW_OLD=1 (read per run, for comparisons) leaves dw_slide and dw_cf_plane out. */
 xconv_status dw_run(const xconv_exec *e, xconv_error *err)
@@ -607,34 +618,18 @@ xconv_status dw_run(const xconv_exec *e, xconv_error *err)
     return xconv__cuda_run(e, "cuda.depthwise", err, [&](cudaStream_t st) {
         if (slide) {
             switch (p->x_dtype) {
-            case XCONV_DTYPE_BF16: launch_slide<XCONV_DTYPE_BF16, 2>(p, e, st); break;
-            case XCONV_DTYPE_F16: launch_slide<XCONV_DTYPE_F16, 2>(p, e, st); break;
-            case XCONV_DTYPE_F32: launch_slide<XCONV_DTYPE_F32, 4>(p, e, st); break;
-            case XCONV_DTYPE_F8E4M3: launch_slide<XCONV_DTYPE_F8E4M3, 1>(p, e, st); break;
-            case XCONV_DTYPE_F8E5M2: launch_slide<XCONV_DTYPE_F8E5M2, 1>(p, e, st); break;
-            case XCONV_DTYPE_I8:
-                if (y4) launch_slide<XCONV_DTYPE_I8, 4>(p, e, st);
-                else launch_slide<XCONV_DTYPE_I8, 1>(p, e, st);
-                break;
-            case XCONV_DTYPE_U8:
-                if (y4) launch_slide<XCONV_DTYPE_U8, 4>(p, e, st);
-                else launch_slide<XCONV_DTYPE_U8, 1>(p, e, st);
-                break;
-            case XCONV_DTYPE_I16:
-                if (y4) launch_slide<XCONV_DTYPE_I16, 4>(p, e, st);
-                else launch_slide<XCONV_DTYPE_I16, 2>(p, e, st);
-                break;
-            case XCONV_DTYPE_U16:
-                if (y4) launch_slide<XCONV_DTYPE_U16, 4>(p, e, st);
-                else launch_slide<XCONV_DTYPE_U16, 2>(p, e, st);
-                break;
-            case XCONV_DTYPE_I32: launch_slide<XCONV_DTYPE_I32, 4>(p, e, st); break;
-            case XCONV_DTYPE_U32: launch_slide<XCONV_DTYPE_U32, 4>(p, e, st); break;
-            case XCONV_DTYPE_F64: launch_slide<XCONV_DTYPE_F64, 8>(p, e, st); break;
-            case XCONV_DTYPE_I64: launch_slide<XCONV_DTYPE_I64, 8>(p, e, st); break;
-            case XCONV_DTYPE_U64: launch_slide<XCONV_DTYPE_U64, 8>(p, e, st); break;
-            case XCONV_DTYPE_C64: launch_slide<XCONV_DTYPE_C64, 8>(p, e, st); break;
-            default: launch_slide<XCONV_DTYPE_C128, 16>(p, e, st); break;
+#define XCONV_DW_SLIDE_CASE(D) \
+    case D: launch_slide_y<D>(p, e, st, y4); break;
+            XCONV_DW_SLIDE_CASE(XCONV_DTYPE_BF16) XCONV_DW_SLIDE_CASE(XCONV_DTYPE_F16)
+            XCONV_DW_SLIDE_CASE(XCONV_DTYPE_F32) XCONV_DW_SLIDE_CASE(XCONV_DTYPE_F8E4M3)
+            XCONV_DW_SLIDE_CASE(XCONV_DTYPE_F8E5M2) XCONV_DW_SLIDE_CASE(XCONV_DTYPE_I8)
+            XCONV_DW_SLIDE_CASE(XCONV_DTYPE_U8) XCONV_DW_SLIDE_CASE(XCONV_DTYPE_I16)
+            XCONV_DW_SLIDE_CASE(XCONV_DTYPE_U16) XCONV_DW_SLIDE_CASE(XCONV_DTYPE_I32)
+            XCONV_DW_SLIDE_CASE(XCONV_DTYPE_U32) XCONV_DW_SLIDE_CASE(XCONV_DTYPE_F64)
+            XCONV_DW_SLIDE_CASE(XCONV_DTYPE_I64) XCONV_DW_SLIDE_CASE(XCONV_DTYPE_U64)
+            XCONV_DW_SLIDE_CASE(XCONV_DTYPE_C64) XCONV_DW_SLIDE_CASE(XCONV_DTYPE_C128)
+#undef XCONV_DW_SLIDE_CASE
+            default: break;
             }
         } else if (vec) {
             switch (p->x_dtype) {
