@@ -5,8 +5,10 @@
  * about once and each output written once, in coalesced accesses.
  *
  *   - channels-last (x's channel stride the smallest): threads along channels. With bf16,
- *     f16, f32 or fp8 in and out (f32 sums), or i8 / u8 in and the same dtype or a 4-byte
- *     integer out (u32 sums), multiplier 1 and 16-byte aligned rows, each thread owns 16
+ *     f16, f32 or fp8 in and out (f32 sums), 8-, 16- or 32-bit integers in and the same dtype
+ *     or a 4-byte integer out (u32 sums), or f64 / i64 / u64 / c64 / c128 in and out (dw_slide
+ *     only: 72-80% of the copy rate on an H100, where one thread per output ran 6-48%),
+ *     multiplier 1 and 16-byte aligned rows, each thread owns 16
  *     bytes of channels (fp8: dw_slide only; it took mbv2_dw_144s2 e4m3 from dw_cl's 0.26 TFLOP/s,
  *     2.7% of the copy rate, to 2.38, 21.9%, on an H100, against i8's 44.7%; not profiled,
  *     the likely rest is mini_encode's rounding of each output). Where dim 2's window is 3 or 5 wide at stride 1 or 2 (dilation 1) and
