@@ -620,17 +620,11 @@ xconv_status dw_run(const xconv_exec *e, xconv_error *err)
     return xconv__cuda_run(e, "cuda.depthwise", err, [&](cudaStream_t st) {
         if (slide) {
             switch (p->x_dtype) {
-#define XCONV_DW_SLIDE_CASE(D) \
-    case D: launch_slide_y<D>(p, e, st, y4); break;
-            XCONV_DW_SLIDE_CASE(XCONV_DTYPE_BF16) XCONV_DW_SLIDE_CASE(XCONV_DTYPE_F16)
-            XCONV_DW_SLIDE_CASE(XCONV_DTYPE_F32) XCONV_DW_SLIDE_CASE(XCONV_DTYPE_F8E4M3)
-            XCONV_DW_SLIDE_CASE(XCONV_DTYPE_F8E5M2) XCONV_DW_SLIDE_CASE(XCONV_DTYPE_I8)
-            XCONV_DW_SLIDE_CASE(XCONV_DTYPE_U8) XCONV_DW_SLIDE_CASE(XCONV_DTYPE_I16)
-            XCONV_DW_SLIDE_CASE(XCONV_DTYPE_U16) XCONV_DW_SLIDE_CASE(XCONV_DTYPE_I32)
-            XCONV_DW_SLIDE_CASE(XCONV_DTYPE_U32) XCONV_DW_SLIDE_CASE(XCONV_DTYPE_F64)
-            XCONV_DW_SLIDE_CASE(XCONV_DTYPE_I64) XCONV_DW_SLIDE_CASE(XCONV_DTYPE_U64)
-            XCONV_DW_SLIDE_CASE(XCONV_DTYPE_C64) XCONV_DW_SLIDE_CASE(XCONV_DTYPE_C128)
-#undef XCONV_DW_SLIDE_CASE
+            /* every dtype has its traits (depthwise_cl16.cuh); slide_ok chose the kinds */
+#define XCONV_DTYPE(E, ...) \
+    case XCONV_DTYPE_##E: launch_slide_y<XCONV_DTYPE_##E>(p, e, st, y4); break;
+#include "core/dtypes.def"
+#undef XCONV_DTYPE
             default: break;
             }
         } else if (vec) {

@@ -158,24 +158,24 @@ template <> struct vec_traits<XCONV_DTYPE_U64> : wide_traits<XCONV_DTYPE_U64> {}
 template <> struct vec_traits<XCONV_DTYPE_C64> : wide_traits<XCONV_DTYPE_C64> {};
 template <> struct vec_traits<XCONV_DTYPE_C128> : wide_traits<XCONV_DTYPE_C128> {};
 
-/* The Q = 16 / sizeof(A) compute-type values of a 16-byte quad of dw_slide's staged weights. */
+/* The dtype whose storage is compute type A's own bits. */
+template <class A> struct bits_dtype;
+template <> struct bits_dtype<float> { static constexpr xconv_dtype d = XCONV_DTYPE_F32; };
+template <> struct bits_dtype<uint32_t> { static constexpr xconv_dtype d = XCONV_DTYPE_U32; };
+template <> struct bits_dtype<double> { static constexpr xconv_dtype d = XCONV_DTYPE_F64; };
+template <> struct bits_dtype<uint64_t> { static constexpr xconv_dtype d = XCONV_DTYPE_U64; };
+template <> struct bits_dtype<xconv_c64> { static constexpr xconv_dtype d = XCONV_DTYPE_C64; };
+template <> struct bits_dtype<xconv_c128> { static constexpr xconv_dtype d = XCONV_DTYPE_C128; };
+
+/* The 16 / sizeof(A) compute-type values of a 16-byte quad of dw_slide's staged weights: the
+ * vector of the dtype that stores A's bits, read by its own traits. */
 template <class A> __device__ __forceinline__ void unpack16(const uint4 &t, A *out)
 {
-    if constexpr (std::is_same<A, float>::value) {
-        out[0] = __uint_as_float(t.x), out[1] = __uint_as_float(t.y);
-        out[2] = __uint_as_float(t.z), out[3] = __uint_as_float(t.w);
-    } else if constexpr (std::is_same<A, uint32_t>::value) {
-        out[0] = t.x, out[1] = t.y, out[2] = t.z, out[3] = t.w;
-    } else if constexpr (std::is_same<A, double>::value) {
-        out[0] = __hiloint2double((int)t.y, (int)t.x), out[1] = __hiloint2double((int)t.w, (int)t.z);
-    } else if constexpr (std::is_same<A, uint64_t>::value) {
-        out[0] = (uint64_t)t.x | (uint64_t)t.y << 32, out[1] = (uint64_t)t.z | (uint64_t)t.w << 32;
-    } else if constexpr (std::is_same<A, xconv_c64>::value) {
-        out[0] = A{__uint_as_float(t.x), __uint_as_float(t.y)};
-        out[1] = A{__uint_as_float(t.z), __uint_as_float(t.w)};
-    } else {
-        out[0] = A{__hiloint2double((int)t.y, (int)t.x), __hiloint2double((int)t.w, (int)t.z)};
-    }
+    using T = vec_traits<bits_dtype<A>::d>;
+    static_assert(T::V * sizeof(A) == 16, "A is the dtype's own storage");
+    const uint32_t q[4] = {t.x, t.y, t.z, t.w};
+#pragma unroll
+    for (int j = 0; j < T::V; j++) out[j] = T::get(q, j);
 }
 
 /* e4m3 / e5m2: 16 codes in the 4 words, f32 sums, y of the same dtype. Codes are widened in

@@ -427,12 +427,7 @@ static problem random_problem_once(shape_kind kind)
     if (resb_shape) cin_g = 128 / (int64_t)xconv_dtype_size(xd); /* one whole 128-byte block */
     if (pack_shape) xd = tc_dtypes[2 + rnd() % 4];                  /* i8, u8, e4m3, e5m2 */
     if (dw && (cf_plane || (rnd() & 1))) xd = dw_dtypes[rnd() % 3]; /* the 16-byte and direct paths */
-    static const xconv_dtype slide_dtypes[] = {
-        XCONV_DTYPE_BF16, XCONV_DTYPE_F16, XCONV_DTYPE_F32, XCONV_DTYPE_I8,  XCONV_DTYPE_U8,
-        XCONV_DTYPE_F8E4M3, XCONV_DTYPE_F8E5M2, XCONV_DTYPE_I16, XCONV_DTYPE_U16, XCONV_DTYPE_I32,
-        XCONV_DTYPE_U32, XCONV_DTYPE_F64, XCONV_DTYPE_I64, XCONV_DTYPE_U64, XCONV_DTYPE_C64,
-        XCONV_DTYPE_C128};
-    if (slide) xd = slide_dtypes[rnd() % 16];
+    if (slide) xd = (xconv_dtype)rnd_in(1, XCONV_DTYPE_COUNT - 1); /* dw_slide runs every dtype */
     if (f32k) xd = XCONV_DTYPE_F32;
     static const xconv_dtype simt_dtypes[] = {
         XCONV_DTYPE_F32, XCONV_DTYPE_F32, XCONV_DTYPE_F64, XCONV_DTYPE_I16, XCONV_DTYPE_U16,
