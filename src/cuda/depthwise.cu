@@ -449,12 +449,19 @@ bool vec_ok(const xconv_canon *p)
     return (p->cin + cc - 1) / cc <= 65535 && p->n * xconv__prod3(p->y_size) < ((int64_t)1 << 32);
 }
 
+/* dw_slide's staged rows of compute-type values per channel: its weight slots (a tap each, or
+ * dp4a's packed words), then the bias. */
+int64_t slide_stage_rows(const xconv_canon *p)
+{
+    return p->k_size[0] * p->k_size[1] * slide_slots((int)p->k_size[2], slide_dp4a(p->x_dtype)) + 1;
+}
+
 /* dw_slide's vectors per channel chunk: equal chunks, each at most a block's threads and
- * its weights and bias (4-byte sums) within the stage. */
+ * its weights and bias within the stage. */
 int64_t slide_chunk(const xconv_canon *p, int V)
 {
     const int64_t vecs = p->cin / V;
-    int64_t most = SLIDE_WBYTES / ((xconv__prod3(p->k_size) + 1) * V * (int64_t)ctype_bytes(p->ct));
+    int64_t most = SLIDE_WBYTES / (slide_stage_rows(p) * V * (int64_t)ctype_bytes(p->ct));
     if (most > SLIDE_THREADS) most = SLIDE_THREADS;
     const int64_t chunks = (vecs + most - 1) / most;
     return (vecs + chunks - 1) / chunks;
@@ -469,7 +476,7 @@ bool slide_ok(const xconv_canon *p)
     if (!cl16_ok(p) || (p->k_size[2] != 3 && p->k_size[2] != 5)) return false;
     if (p->dil[2] != 1 || p->stride[2] < 1 || p->stride[2] > 2) return false;
     const int V = 16 / (int)xconv_dtype_size(p->x_dtype);
-    if ((xconv__prod3(p->k_size) + 1) * V * (int64_t)ctype_bytes(p->ct) > SLIDE_WBYTES) return false;
+    if (slide_stage_rows(p) * V * (int64_t)ctype_bytes(p->ct) > SLIDE_WBYTES) return false;
     if (p->x_sn < 0 || p->y_sn < 0) return false;
     int64_t x_end = p->x_off + (p->n - 1) * p->x_sn + p->cin;
     int64_t y_end = p->y_off + (p->n - 1) * p->y_sn + p->cout;
@@ -577,7 +584,7 @@ void launch_slide(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
     sg.y0 = make_udiv((uint32_t)p->y_size[0]);
     sg.items = (uint32_t)(p->n * p->y_size[0] * p->y_size[1] * runs);
     sg.cv = (int)cv, sg.vecs = (int)(p->cin / V);
-    const size_t smem = (size_t)((xconv__prod3(p->k_size) + 1) * cv * V) * sizeof(typename vec_traits<D>::A);
+    const size_t smem = (size_t)(slide_stage_rows(p) * cv * V) * sizeof(typename vec_traits<D>::A);
     /* one wave: the blocks that fit the SMs at once, shared by the chunks */
     int per_sm = 0;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, SLIDE_THREADS, smem) !=

@@ -181,7 +181,8 @@ template <class A> __device__ __forceinline__ void unpack16(const uint4 &t, A *o
 /* e4m3 / e5m2: 16 codes in the 4 words, f32 sums, y of the same dtype. Codes are widened in
  * pairs through an f16x2 (common.cuh's fp8x2_to_f16x2: exact; a NaN code's NaN becomes the
  * canonical one in its first multiply-add, as every float sum here runs through one), sums
- * rounded by mini_encode, as the library rounds. */
+ * rounded as mini_encode rounds (round_pairs_f8: the hardware's conversion, a value it would
+ * round otherwise redone by mini_encode). */
 template <xconv_dtype D> struct f8_traits {
     using A = float;
     static constexpr int V = 16;
@@ -194,11 +195,13 @@ template <xconv_dtype D> struct f8_traits {
     template <int YB, int W> static __device__ __forceinline__ void words(const float *a, uint32_t (&o)[W])
     {
         static_assert(YB == 1 && W == 4, "fp8 y of the same dtype");
-        constexpr minifloat MF = D == XCONV_DTYPE_F8E4M3 ? MF_E4M3 : MF_E5M2;
+        float lo[8], hi[8];
 #pragma unroll
-        for (int i = 0; i < W; i++)
-            o[i] = mini_encode(MF, a[4 * i]) | mini_encode(MF, a[4 * i + 1]) << 8 |
-                   mini_encode(MF, a[4 * i + 2]) << 16 | mini_encode(MF, a[4 * i + 3]) << 24;
+        for (int q = 0; q < 8; q++) lo[q] = a[2 * q], hi[q] = a[2 * q + 1];
+        uint16_t h[8];
+        round_pairs_f8<D == XCONV_DTYPE_F8E4M3, 8>(lo, hi, h); /* the hardware's, checked */
+#pragma unroll
+        for (int i = 0; i < W; i++) o[i] = (uint32_t)h[2 * i] | (uint32_t)h[2 * i + 1] << 16;
     }
 };
 template <> struct vec_traits<XCONV_DTYPE_F8E4M3> : f8_traits<XCONV_DTYPE_F8E4M3> {};
@@ -381,6 +384,21 @@ constexpr int slide_run(int kw, int sw, int v)
     return slide_pair(kw, sw, v) ? 2 : (v == 16 ? kw == 3 : 3 * sw + kw <= 10) ? 4 : 2;
 }
 
+/* i8 / u8 run their taps four at a time through dp4a (the same wrapping 32-bit sums as a
+ * multiply-add per tap): a row's input columns transposed in groups of 4 into one word per
+ * channel (byte b = column 4t + b), against staged words of the row's weights shifted by
+ * o = r * SW - 4t, the offset of output r's window from group t: byte b holds w[b - o] where
+ * that tap exists, else 0. A row stages one word per channel for each o in [1 - KW, 3]. */
+constexpr bool slide_dp4a(xconv_dtype d) { return d == XCONV_DTYPE_I8 || d == XCONV_DTYPE_U8; }
+constexpr int slide_slots(int kw, bool dp4a) { return dp4a ? kw + 3 : kw; }
+/* does some output r of the run meet some group t at offset o? */
+constexpr bool slide_o_used(int o, int run, int sw)
+{
+    for (int r = 0; r < run; r++)
+        if ((r * sw - o) % 4 == 0 && r * sw - o >= 0) return true;
+    return false;
+}
+
 /* Its blocks per SM for __launch_bounds__: 5 (96 registers), 4 for 5 x 5 at stride 1, whose
  * 16-bit kernels would spill at 96; for bytes 3 (168) at 3-wide windows, else 4 (128); 6 (80)
  * for 16-bit floats at 3-wide windows, stride 2. */
@@ -412,6 +430,64 @@ struct slide_geom {
     int cv, vecs;      /* vectors per channel chunk (grid.y), per position (cin / V) */
 };
 
+__device__ __forceinline__ uint32_t word(const uint4 &v, int q)
+{
+    return q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w;
+}
+
+/* dw_slide's row for i8 / u8 (slide_dp4a): the COLS input vectors transposed into groups of 4
+ * columns, one word per channel, each summed by dp4a against the staged words of offset o. */
+template <xconv_dtype D, int KW, int SW>
+__device__ __forceinline__ void
+dp4a_row(uint32_t (&acc)[slide_run(KW, SW, 16)][16], const uint4 (&xv)[(slide_run(KW, SW, 16) - 1) * SW + KW],
+         const uint4 *wr, int cv)
+{
+    constexpr int V = 16, Q = 4, H = 4, RUN = slide_run(KW, SW, V), COLS = (RUN - 1) * SW + KW;
+    constexpr int NT = (COLS + 3) / 4;
+    uint32_t tw[NT][V]; /* group t, channel v: bytes of columns 4t .. 4t + 3 */
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        const int n = COLS - 4 * t < 4 ? COLS - 4 * t : 4; /* columns in the group */
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const uint32_t a = word(xv[4 * t], q), b = n > 1 ? word(xv[4 * t + 1], q) : 0u;
+            if (n == 1) { /* bytes above the first are never weighted */
+#pragma unroll
+                for (int k = 0; k < 4; k++) tw[t][4 * q + k] = a >> 8 * k;
+            } else if (n == 2) {
+#pragma unroll
+                for (int k = 0; k < 4; k++) tw[t][4 * q + k] = __byte_perm(a, b, k | (4 + k) << 4);
+            } else {
+                const uint32_t c = word(xv[4 * t + 2], q), d = n > 3 ? word(xv[4 * t + 3], q) : 0u;
+                const uint32_t ab0 = __byte_perm(a, b, 0x5140), ab1 = __byte_perm(a, b, 0x7362);
+                const uint32_t cd0 = __byte_perm(c, d, 0x5140), cd1 = __byte_perm(c, d, 0x7362);
+                tw[t][4 * q] = __byte_perm(ab0, cd0, 0x5410);
+                tw[t][4 * q + 1] = __byte_perm(ab0, cd0, 0x7632);
+                tw[t][4 * q + 2] = __byte_perm(ab1, cd1, 0x5410);
+                tw[t][4 * q + 3] = __byte_perm(ab1, cd1, 0x7632);
+            }
+        }
+    }
+#pragma unroll
+    for (int s = 0; s < slide_slots(KW, true); s++) {
+        const int o = s - (KW - 1);
+        if (!slide_o_used(o, RUN, SW)) continue;
+        uint32_t wf[V];
+#pragma unroll
+        for (int h = 0; h < H; h++) unpack16<uint32_t>(wr[(s * H + h) * cv], wf + Q * h);
+#pragma unroll
+        for (int r = 0; r < RUN; r++)
+#pragma unroll
+            for (int t = 0; t < NT; t++)
+                if (r * SW - 4 * t == o)
+#pragma unroll
+                    for (int v = 0; v < V; v++)
+                        acc[r][v] = D == XCONV_DTYPE_I8
+                                        ? (uint32_t)__dp4a((int)tw[t][v], (int)wf[v], (int)acc[r][v])
+                                        : __dp4a(tw[t][v], wf[v], acc[r][v]);
+    }
+}
+
 /* One row of taps (k2 = 0..KW-1) for RUN outputs: the row's COLS input vectors loaded
  * together, then summed in k2 order. EDGE: only columns [c_lo, c_hi) lie inside x. */
 template <xconv_dtype D, int KW, int SW, bool EDGE>
@@ -430,17 +506,21 @@ slide_row(typename vec_traits<D>::A (&acc)[slide_run(KW, SW, vec_traits<D>::V)][
         xv[c] = !EDGE || (c >= c_lo && c < c_hi)
                     ? __ldg((const uint4 *)(x + (size_t)(row + c * xs2) * ES))
                     : make_uint4(0, 0, 0, 0);
+    if constexpr (slide_dp4a(D)) {
+        dp4a_row<D, KW, SW>(acc, xv, wr, cv); /* columns outside x are zeros: they add nothing */
+    } else {
 #pragma unroll
-    for (int k2 = 0; k2 < KW; k2++) {
-        A wf[V];
+        for (int k2 = 0; k2 < KW; k2++) {
+            A wf[V];
 #pragma unroll
-        for (int h = 0; h < H; h++) unpack16<A>(wr[(k2 * H + h) * cv], wf + Q * h);
+            for (int h = 0; h < H; h++) unpack16<A>(wr[(k2 * H + h) * cv], wf + Q * h);
 #pragma unroll
-        for (int r = 0; r < RUN; r++) {
-            const int c = r * SW + k2;
-            /* floats: a column outside x is a zero whose product joins the sum (Inf * 0 is
-             * NaN, as in cpu.ref); integer products of zero change nothing */
-            if (!EDGE || FLOAT || (c >= c_lo && c < c_hi)) vec_mac<D>(acc[r], xv[c], wf);
+            for (int r = 0; r < RUN; r++) {
+                const int c = r * SW + k2;
+                /* floats: a column outside x is a zero whose product joins the sum (Inf * 0 is
+                 * NaN, as in cpu.ref); integer products of zero change nothing */
+                if (!EDGE || FLOAT || (c >= c_lo && c < c_hi)) vec_mac<D>(acc[r], xv[c], wf);
+            }
         }
     }
 }
@@ -465,21 +545,40 @@ dw_slide(const xconv_canon p, const slide_geom sg, const char *__restrict__ x,
     constexpr int RUN = slide_run(KW, SW, V), COLS = (RUN - 1) * SW + KW;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     uint4 *wk = (uint4 *)smem_raw;
-    const int K0 = (int)p.k_size[0], K1 = (int)p.k_size[1], taps = K0 * K1 * KW;
+    constexpr bool DP4A = slide_dp4a(D);
+    constexpr int SL = slide_slots(KW, DP4A); /* staged slots per kernel row */
+    const int K0 = (int)p.k_size[0], K1 = (int)p.k_size[1], slots = K0 * K1 * SL;
     const int v_base = blockIdx.y * sg.cv;
     const int cw = sg.vecs - v_base < sg.cv ? sg.vecs - v_base : sg.cv;
     /* thread i stages channel element i of the chunk, every tap and then the bias */
     for (int i = threadIdx.x; i < cw * V; i += SLIDE_THREADS) {
         const int64_t wc = p.w_off + ((int64_t)v_base * V + i) * p.w_sg;
         A *dst = (A *)&wk[i % V / Q * sg.cv + i / V] + i % Q;
-        const int tap_words = H * sg.cv * Q; /* in A's */
+        const int slot_words = H * sg.cv * Q; /* in A's */
         for (int k0 = 0; k0 < K0; k0++)
-            for (int k1 = 0; k1 < K1; k1++)
+            for (int k1 = 0; k1 < K1; k1++) {
+                A wk2[KW];
 #pragma unroll
                 for (int k2 = 0; k2 < KW; k2++)
-                    dst[((k0 * K1 + k1) * KW + k2) * tap_words] =
-                        ops<A>::load(D, w, wc + k0 * p.w_sk[0] + k1 * p.w_sk[1] + k2 * p.w_sk[2]);
-        dst[taps * tap_words] =
+                    wk2[k2] = ops<A>::load(D, w, wc + k0 * p.w_sk[0] + k1 * p.w_sk[1] + k2 * p.w_sk[2]);
+                A *drow = dst + (k0 * K1 + k1) * SL * slot_words;
+                if constexpr (DP4A) {
+#pragma unroll
+                    for (int s = 0; s < SL; s++) {
+                        uint32_t packed = 0;
+#pragma unroll
+                        for (int b = 0; b < 4; b++) {
+                            const int k2 = b + KW - 1 - s; /* b - o */
+                            if (k2 >= 0 && k2 < KW) packed |= (wk2[k2] & 0xffu) << 8 * b;
+                        }
+                        drow[s * slot_words] = packed;
+                    }
+                } else {
+#pragma unroll
+                    for (int k2 = 0; k2 < KW; k2++) drow[k2 * slot_words] = wk2[k2];
+                }
+            }
+        dst[slots * slot_words] =
             bias ? ops<A>::load(p.bias_dtype, bias, p.b_off + ((int64_t)v_base * V + i) * p.b_s)
                  : ops<A>::zero();
     }
@@ -504,7 +603,7 @@ dw_slide(const xconv_canon p, const slide_geom sg, const char *__restrict__ x,
 #pragma unroll
         for (int h = 0; h < H; h++) {
             A b[Q];
-            unpack16<A>(wt[(taps * H + h) * sg.cv], b);
+            unpack16<A>(wt[(slots * H + h) * sg.cv], b);
 #pragma unroll
             for (int r = 0; r < RUN; r++)
 #pragma unroll
@@ -520,7 +619,7 @@ dw_slide(const xconv_canon p, const slide_geom sg, const char *__restrict__ x,
                 const bool in = in0 && i1 >= 0 && i1 < X1;
                 if (!in && !FLOAT) continue;
                 const uint32_t row = xn + i0 * (uint32_t)p.x_ss[0] + i1 * (uint32_t)p.x_ss[1];
-                const uint4 *wr = wt + (k0 * K1 + k1) * KW * H * sg.cv;
+                const uint4 *wr = wt + (k0 * K1 + k1) * SL * H * sg.cv;
                 if (!in) /* a float padding row: zeros times the row's weights */
                     slide_row<D, KW, SW, true>(acc, x, row, xs2, 0, 0, wr, sg.cv);
                 else if (c_lo == 0 && c_hi == COLS)

@@ -1087,7 +1087,11 @@ int main(void)
     const char *quick_env = getenv("XCONV_GPU_TEST_QUICK");
     const bool quick = quick_env && quick_env[0] && strcmp(quick_env, "0") != 0;
     const int generic_count = quick ? 60 : 600, tc_count = quick ? 20 : 200;
-    const int special_count = quick ? 15 : 150; /* per special engine */
+    /* per special engine; XCONV_GPU_TEST_SPECIAL=n sets it (many problems of one engine) */
+    const char *special_env = getenv("XCONV_GPU_TEST_SPECIAL");
+    const int special_count = special_env && atoi(special_env) > 0 ? atoi(special_env)
+                              : quick                             ? 15
+                                                                  : 150;
     const int wgmma_count = quick ? 20 : 100;
     const int simt_count = quick ? 20 : 200;
 
