@@ -295,6 +295,26 @@ struct minifloat {
 constexpr minifloat MF_E5M2 = {2, 15, 8, true, 0x7b, 0x7e};
 constexpr minifloat MF_E4M3 = {3, 7, 8, false, 0x7e, 0x7f};
 
+/* A shared-memory pointer as the 32-bit address cp.async and ldmatrix take. */
+__device__ __forceinline__ uint32_t smem_addr(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* 16 bytes global -> shared by cp.async (sm_80+), zero-filled when !valid (nothing is read:
+ * padding, tails). */
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
+                 "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+/* until at most N of this thread's groups are in flight (its copies before them visible) */
+template <int N> __device__ __forceinline__ void cp_async_wait()
+{
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
 /* Rounds f to the nearest representable value, ties to even (dtypes.c's mini_encode). */
 __device__ __forceinline__ uint32_t mini_encode(const minifloat mf, float f)
 {

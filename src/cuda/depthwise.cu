@@ -566,15 +566,34 @@ template <xconv_dtype D> void launch_vec(const xconv_canon *p, const xconv_exec 
         positions);
 }
 
+using slide_kern = void (*)(const xconv_canon, const slide_geom, const char *, const char *,
+                            const char *, char *);
+
+template <xconv_dtype D, int YB, bool PIPE> slide_kern slide_pick(const xconv_canon *p)
+{
+    static constexpr slide_kern KERNS[2][2] = {
+        {dw_slide<D, YB, 3, 1, PIPE>, dw_slide<D, YB, 3, 2, PIPE>},
+        {dw_slide<D, YB, 5, 1, PIPE>, dw_slide<D, YB, 5, 2, PIPE>}};
+    return KERNS[p->k_size[2] == 5][p->stride[2] == 2];
+}
+
+/* The piped kernel for the kinds it serves (slide_pipe_kind); XCONV_DW_PIPE=0 (read per run,
+ * for comparisons) leaves it out. */
+bool slide_piped(int V)
+{
+    const char *knob = getenv("XCONV_DW_PIPE");
+    return slide_pipe_kind(V) && !(knob && knob[0] == '0');
+}
+
 template <xconv_dtype D, int YB>
 void launch_slide(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
 {
-    using kern_t = void (*)(const xconv_canon, const slide_geom, const char *, const char *,
-                            const char *, char *);
-    static constexpr kern_t KERNS[2][2] = {{dw_slide<D, YB, 3, 1>, dw_slide<D, YB, 3, 2>},
-                                           {dw_slide<D, YB, 5, 1>, dw_slide<D, YB, 5, 2>}};
     constexpr int V = vec_traits<D>::V;
-    const kern_t kern = KERNS[p->k_size[2] == 5][p->stride[2] == 2];
+    bool pipe = false;
+    slide_kern kern = slide_pick<D, YB, false>(p);
+    if constexpr (slide_pipe_kind(V)) {
+        if (slide_piped(V)) pipe = true, kern = slide_pick<D, YB, true>(p);
+    }
     const int run = slide_run((int)p->k_size[2], (int)p->stride[2], V);
     const int64_t runs = (p->y_size[2] + run - 1) / run, cv = slide_chunk(p, V);
     const int64_t chunks = (p->cin / V + cv - 1) / cv;
@@ -584,7 +603,11 @@ void launch_slide(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
     sg.y0 = make_udiv((uint32_t)p->y_size[0]);
     sg.items = (uint32_t)(p->n * p->y_size[0] * p->y_size[1] * runs);
     sg.cv = (int)cv, sg.vecs = (int)(p->cin / V);
-    const size_t smem = (size_t)(slide_stage_rows(p) * cv * V) * sizeof(typename vec_traits<D>::A);
+    size_t smem = (size_t)(slide_stage_rows(p) * cv * V) * sizeof(typename vec_traits<D>::A);
+    if (pipe) {
+        smem += (size_t)slide_ring_bytes((int)p->k_size[2], (int)p->stride[2], V);
+        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    }
     /* one wave: the blocks that fit the SMs at once, shared by the chunks */
     int per_sm = 0;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, SLIDE_THREADS, smem) !=

@@ -370,6 +370,7 @@ dw_vec(const xconv_canon p, const char *__restrict__ x, const char *__restrict__
 
 constexpr int SLIDE_THREADS = 128;     /* finer occupancy steps than 256 at ~100 registers */
 constexpr int SLIDE_WBYTES = 48 * 1024; /* staged weights and bias per block */
+constexpr int SLIDE_STAGES = 3;         /* the piped kernel's rows in flight: 2 while one is summed */
 
 /* dw_slide's outputs per thread along dim 2 for V elements per vector: 4, or 2 where 4 would
  * need more than 10 input columns per row (the registers of 3 blocks per SM); for bytes
@@ -397,6 +398,16 @@ constexpr bool slide_o_used(int o, int run, int sw)
     for (int r = 0; r < run; r++)
         if ((r * sw - o) % 4 == 0 && r * sw - o >= 0) return true;
     return false;
+}
+
+/* The piped dw_slide (PIPE): each thread's next rows copied by cp.async into a ring of
+ * SLIDE_STAGES rows in shared memory while it sums the current one, so that the loads in flight
+ * do not wait in registers. For the 16-element kinds (bytes, fp8), whose sums fill the
+ * registers (3 blocks per SM): there the plain kernel waits on each row's loads. */
+constexpr bool slide_pipe_kind(int v) { return v == 16; }
+constexpr int slide_ring_bytes(int kw, int sw, int v)
+{
+    return SLIDE_STAGES * ((slide_run(kw, sw, v) - 1) * sw + kw) * SLIDE_THREADS * 16;
 }
 
 /* Its blocks per SM for __launch_bounds__: 5 (96 registers), 4 for 5 x 5 at stride 1, whose
@@ -429,6 +440,30 @@ struct slide_geom {
     uint32_t items;    /* n * y0 * y1 * runs */
     int cv, vecs;      /* vectors per channel chunk (grid.y), per position (cin / V) */
 };
+
+/* Where item `it` lies: image n, output row (j0, j1), first output ow0 of the run along dim 2,
+ * the run's first input column's offset xn (channel ch0), and its columns [c_lo, c_hi) inside
+ * x out of COLS. */
+struct slide_pos {
+    uint32_t n, xn;
+    int j0, j1, ow0, c_lo, c_hi;
+};
+
+template <int RUN, int SW, int COLS>
+__device__ __forceinline__ slide_pos slide_at(const xconv_canon &p, const slide_geom &sg,
+                                              uint32_t it, uint32_t ch0)
+{
+    slide_pos q;
+    const uint32_t r1 = sg.runs(it), r0 = sg.y1(r1);
+    q.n = sg.y0(r0);
+    q.ow0 = (int)(it - r1 * sg.runs.d) * RUN;
+    q.j1 = (int)(r1 - r0 * sg.y1.d), q.j0 = (int)(r0 - q.n * sg.y0.d);
+    const int iw0 = q.ow0 * SW - (int)p.pad_lo[2];
+    q.c_lo = iw0 < 0 ? -iw0 : 0;
+    q.c_hi = (int)p.x_size[2] - iw0 < COLS ? (int)p.x_size[2] - iw0 : COLS;
+    q.xn = (uint32_t)p.x_off + q.n * (uint32_t)p.x_sn + ch0 + (uint32_t)iw0 * (uint32_t)p.x_ss[2];
+    return q;
+}
 
 __device__ __forceinline__ uint32_t word(const uint4 &v, int q)
 {
@@ -488,24 +523,19 @@ dp4a_row(uint32_t (&acc)[slide_run(KW, SW, 16)][16], const uint4 (&xv)[(slide_ru
     }
 }
 
-/* One row of taps (k2 = 0..KW-1) for RUN outputs: the row's COLS input vectors loaded
- * together, then summed in k2 order. EDGE: only columns [c_lo, c_hi) lie inside x. */
+/* The sums of one row of taps (k2 = 0..KW-1) for RUN outputs from the row's COLS input
+ * vectors xv, in k2 order. EDGE: only columns [c_lo, c_hi) lie inside x (the others are
+ * zeros in xv). */
 template <xconv_dtype D, int KW, int SW, bool EDGE>
 __device__ __forceinline__ void
-slide_row(typename vec_traits<D>::A (&acc)[slide_run(KW, SW, vec_traits<D>::V)][vec_traits<D>::V],
-          const char *__restrict__ x, uint32_t row, uint32_t xs2, int c_lo, int c_hi,
-          const uint4 *wr, int cv)
+slide_math(typename vec_traits<D>::A (&acc)[slide_run(KW, SW, vec_traits<D>::V)][vec_traits<D>::V],
+           const uint4 (&xv)[(slide_run(KW, SW, vec_traits<D>::V) - 1) * SW + KW], int c_lo,
+           int c_hi, const uint4 *wr, int cv)
 {
     using A = typename vec_traits<D>::A;
-    constexpr int V = vec_traits<D>::V, ES = 16 / V, Q = (int)(16 / sizeof(A)), H = V / Q;
-    constexpr int RUN = slide_run(KW, SW, V), COLS = (RUN - 1) * SW + KW;
+    constexpr int V = vec_traits<D>::V, Q = (int)(16 / sizeof(A)), H = V / Q;
+    constexpr int RUN = slide_run(KW, SW, V);
     constexpr bool FLOAT = !std::is_integral<A>::value;
-    uint4 xv[COLS];
-#pragma unroll
-    for (int c = 0; c < COLS; c++)
-        xv[c] = !EDGE || (c >= c_lo && c < c_hi)
-                    ? __ldg((const uint4 *)(x + (size_t)(row + c * xs2) * ES))
-                    : make_uint4(0, 0, 0, 0);
     if constexpr (slide_dp4a(D)) {
         dp4a_row<D, KW, SW>(acc, xv, wr, cv); /* columns outside x are zeros: they add nothing */
     } else {
@@ -525,6 +555,25 @@ slide_row(typename vec_traits<D>::A (&acc)[slide_run(KW, SW, vec_traits<D>::V)][
     }
 }
 
+/* One row of taps for RUN outputs: the row's COLS input vectors loaded together, then
+ * summed. EDGE: only columns [c_lo, c_hi) lie inside x. */
+template <xconv_dtype D, int KW, int SW, bool EDGE>
+__device__ __forceinline__ void
+slide_row(typename vec_traits<D>::A (&acc)[slide_run(KW, SW, vec_traits<D>::V)][vec_traits<D>::V],
+          const char *__restrict__ x, uint32_t row, uint32_t xs2, int c_lo, int c_hi,
+          const uint4 *wr, int cv)
+{
+    constexpr int V = vec_traits<D>::V, ES = 16 / V;
+    constexpr int RUN = slide_run(KW, SW, V), COLS = (RUN - 1) * SW + KW;
+    uint4 xv[COLS];
+#pragma unroll
+    for (int c = 0; c < COLS; c++)
+        xv[c] = !EDGE || (c >= c_lo && c < c_hi)
+                    ? __ldg((const uint4 *)(x + (size_t)(row + c * xs2) * ES))
+                    : make_uint4(0, 0, 0, 0);
+    slide_math<D, KW, SW, EDGE>(acc, xv, c_lo, c_hi, wr, cv);
+}
+
 /* Each thread owns one 16-byte vector of channels and, item after item (grid-stride), a run
  * of RUN outputs along dim 2: a row of the run's window is COLS = (RUN - 1) * SW + KW
  * vectors instead of RUN * KW (9 for 12 taps at stride 2 and RUN 4, 6 at stride 1), all in
@@ -535,14 +584,15 @@ slide_row(typename vec_traits<D>::A (&acc)[slide_run(KW, SW, vec_traits<D>::V)][
  * vector for the whole grid-stride loop (the thread count used is a multiple of the chunk's
  * vectors). Offsets are 32-bit (slide_ok); a column left of x wraps around 2^32 in row but
  * is never loaded. grid: a full wave of blocks per chunk, grid.y the channel chunks. */
-template <xconv_dtype D, int YB, int KW, int SW>
+template <xconv_dtype D, int YB, int KW, int SW, bool PIPE>
 __global__ void __launch_bounds__(SLIDE_THREADS, slide_blocks(KW, SW, vec_traits<D>::V))
 dw_slide(const xconv_canon p, const slide_geom sg, const char *__restrict__ x,
          const char *__restrict__ w, const char *__restrict__ bias, char *__restrict__ y)
 {
     using A = typename vec_traits<D>::A;
-    constexpr int V = vec_traits<D>::V, Q = (int)(16 / sizeof(A)), H = V / Q;
+    constexpr int V = vec_traits<D>::V, ES = 16 / V, Q = (int)(16 / sizeof(A)), H = V / Q;
     constexpr int RUN = slide_run(KW, SW, V), COLS = (RUN - 1) * SW + KW;
+    static_assert(!PIPE || slide_pipe_kind(V), "the ring is sized for the 16-element kinds");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     uint4 *wk = (uint4 *)smem_raw;
     constexpr bool DP4A = slide_dp4a(D);
@@ -588,17 +638,57 @@ dw_slide(const xconv_canon p, const slide_geom sg, const char *__restrict__ x,
     if (f >= used) return;
     const int cg = (int)(f % cw);
     const uint4 *wt = wk + cg;
-    const int X0 = (int)p.x_size[0], X1 = (int)p.x_size[1], X2 = (int)p.x_size[2];
+    const int X0 = (int)p.x_size[0], X1 = (int)p.x_size[1];
     const int Y2 = (int)p.y_size[2];
     const uint32_t xs2 = (uint32_t)p.x_ss[2], ch0 = (uint32_t)(v_base + cg) * V;
-    for (uint32_t it = f / cw; it < sg.items; it += used / cw) {
-        const uint32_t r1 = sg.runs(it), r0 = sg.y1(r1), n = sg.y0(r0);
-        const int ow0 = (int)(it - r1 * sg.runs.d) * RUN;
-        const int j1 = (int)(r1 - r0 * sg.y1.d), j0 = (int)(r0 - n * sg.y0.d);
-        const int iw0 = ow0 * SW - (int)p.pad_lo[2];
-        const int c_lo = iw0 < 0 ? -iw0 : 0, c_hi = X2 - iw0 < COLS ? X2 - iw0 : COLS;
-        const uint32_t xn =
-            (uint32_t)p.x_off + n * (uint32_t)p.x_sn + ch0 + (uint32_t)iw0 * xs2;
+    const uint32_t step = used / cw;
+    constexpr bool FLOAT = !std::is_integral<A>::value;
+    /* is input row (i0, i1) of output row (j0, j1) at kernel row (k0, k1) inside x? */
+    auto row_in = [&](const slide_pos &q, int k0, int k1, int &i0, int &i1) {
+        i0 = q.j0 * (int)p.stride[0] + k0 * (int)p.dil[0] - (int)p.pad_lo[0];
+        i1 = q.j1 * (int)p.stride[1] + k1 * (int)p.dil[1] - (int)p.pad_lo[1];
+        return i0 >= 0 && i0 < X0 && i1 >= 0 && i1 < X1;
+    };
+    /* PIPE: the producer, SLIDE_STAGES - 1 rows ahead of the sums in the same (item, k0, k1)
+     * order, one cp.async group per row (empty past the last item, and for integer rows
+     * outside x, which add nothing); a column outside x is copied as zeros */
+    constexpr int S = SLIDE_STAGES;
+    uint4 *ring = wk + (slots + 1) * H * sg.cv + threadIdx.x; /* [S][COLS][SLIDE_THREADS] */
+    uint32_t p_it = f / cw;
+    int p_k0 = 0, p_k1 = 0, p_stage = 0, c_stage = 0;
+    slide_pos pq{};
+    auto issue = [&]() {
+        if (p_it < sg.items) {
+            int i0, i1;
+            const bool in = row_in(pq, p_k0, p_k1, i0, i1);
+            const uint32_t row = pq.xn + i0 * (uint32_t)p.x_ss[0] + i1 * (uint32_t)p.x_ss[1];
+            if (in || FLOAT)
+#pragma unroll
+                for (int c = 0; c < COLS; c++) {
+                    const bool ok = in && c >= pq.c_lo && c < pq.c_hi;
+                    cp_async16(smem_addr(ring + (p_stage * COLS + c) * SLIDE_THREADS),
+                               ok ? x + (size_t)(row + c * xs2) * ES : x, ok);
+                }
+            if (++p_k1 == K1) {
+                p_k1 = 0;
+                if (++p_k0 == K0) {
+                    p_k0 = 0;
+                    p_it += step;
+                    if (p_it < sg.items) pq = slide_at<RUN, SW, COLS>(p, sg, p_it, ch0);
+                }
+            }
+        }
+        cp_async_commit();
+        p_stage = p_stage + 1 == S ? 0 : p_stage + 1;
+    };
+    if constexpr (PIPE) {
+        if (p_it < sg.items) pq = slide_at<RUN, SW, COLS>(p, sg, p_it, ch0);
+        for (int s = 0; s < S - 1; s++) issue();
+    }
+    for (uint32_t it = f / cw; it < sg.items; it += step) {
+        const slide_pos q = slide_at<RUN, SW, COLS>(p, sg, it, ch0);
+        const uint32_t n = q.n;
+        const int ow0 = q.ow0, j0 = q.j0, j1 = q.j1;
         A acc[RUN][V];
 #pragma unroll
         for (int h = 0; h < H; h++) {
@@ -609,23 +699,38 @@ dw_slide(const xconv_canon p, const slide_geom sg, const char *__restrict__ x,
 #pragma unroll
                 for (int j = 0; j < Q; j++) acc[r][Q * h + j] = b[j];
         }
-        constexpr bool FLOAT = !std::is_integral<A>::value;
-        for (int k0 = 0; k0 < K0; k0++) {
-            const int i0 = j0 * (int)p.stride[0] + k0 * (int)p.dil[0] - (int)p.pad_lo[0];
-            const bool in0 = i0 >= 0 && i0 < X0;
-            if (!in0 && !FLOAT) continue; /* integer padding rows add nothing */
-            for (int k1 = 0; k1 < K1; k1++) {
-                const int i1 = j1 * (int)p.stride[1] + k1 * (int)p.dil[1] - (int)p.pad_lo[1];
-                const bool in = in0 && i1 >= 0 && i1 < X1;
-                if (!in && !FLOAT) continue;
-                const uint32_t row = xn + i0 * (uint32_t)p.x_ss[0] + i1 * (uint32_t)p.x_ss[1];
-                const uint4 *wr = wt + (k0 * K1 + k1) * SL * H * sg.cv;
-                if (!in) /* a float padding row: zeros times the row's weights */
-                    slide_row<D, KW, SW, true>(acc, x, row, xs2, 0, 0, wr, sg.cv);
-                else if (c_lo == 0 && c_hi == COLS)
-                    slide_row<D, KW, SW, false>(acc, x, row, xs2, 0, COLS, wr, sg.cv);
-                else
-                    slide_row<D, KW, SW, true>(acc, x, row, xs2, c_lo, c_hi, wr, sg.cv);
+        if constexpr (PIPE) {
+            for (int k0 = 0; k0 < K0; k0++)
+                for (int k1 = 0; k1 < K1; k1++) {
+                    int i0, i1;
+                    const bool in = row_in(q, k0, k1, i0, i1);
+                    cp_async_wait<S - 2>(); /* this row's copies have landed */
+                    issue(); /* into the slot summed last row */
+                    const int stage = c_stage;
+                    c_stage = c_stage + 1 == S ? 0 : c_stage + 1;
+                    if (!in && !FLOAT) continue; /* integer padding rows add nothing */
+                    uint4 xv[COLS];
+#pragma unroll
+                    for (int c = 0; c < COLS; c++) xv[c] = ring[(stage * COLS + c) * SLIDE_THREADS];
+                    /* zeros stand for the columns outside x (a float padding row: all of them) */
+                    slide_math<D, KW, SW, false>(acc, xv, 0, COLS, wt + (k0 * K1 + k1) * SL * H * sg.cv,
+                                                 sg.cv);
+                }
+        } else {
+            for (int k0 = 0; k0 < K0; k0++) {
+                for (int k1 = 0; k1 < K1; k1++) {
+                    int i0, i1;
+                    const bool in = row_in(q, k0, k1, i0, i1);
+                    if (!in && !FLOAT) continue; /* integer padding rows add nothing */
+                    const uint32_t row = q.xn + i0 * (uint32_t)p.x_ss[0] + i1 * (uint32_t)p.x_ss[1];
+                    const uint4 *wr = wt + (k0 * K1 + k1) * SL * H * sg.cv;
+                    if (!in) /* a float padding row: zeros times the row's weights */
+                        slide_row<D, KW, SW, true>(acc, x, row, xs2, 0, 0, wr, sg.cv);
+                    else if (q.c_lo == 0 && q.c_hi == COLS)
+                        slide_row<D, KW, SW, false>(acc, x, row, xs2, 0, COLS, wr, sg.cv);
+                    else
+                        slide_row<D, KW, SW, true>(acc, x, row, xs2, q.c_lo, q.c_hi, wr, sg.cv);
+                }
             }
         }
         const uint32_t yb = (uint32_t)p.y_off + n * (uint32_t)p.y_sn + j0 * (uint32_t)p.y_ss[0] +

@@ -34,23 +34,6 @@ template <kind K> constexpr int in_bytes() { return K == kind::bf16 || K == kind
 constexpr int BKB = 128 /* bytes of K per stage */, THREADS = 256;
 
 #if XCONV_WGMMA_ARCH /* (the other passes would warn that these go unused) */
-__device__ __forceinline__ uint32_t smem_addr(const void *p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-/* 16 bytes global -> shared, zero-filled when !valid (padding, tails). */
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid)
-{
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
-                 "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N> __device__ __forceinline__ void cp_async_wait()
-{
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-
 /* A tile row of 8 chunks of 16 bytes in the 128-byte swizzle (tile base 1024-aligned). */
 __device__ __forceinline__ int swz(int row, int chunk) { return row * BKB + ((chunk ^ (row & 7)) << 4); }
 
