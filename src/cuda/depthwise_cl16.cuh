@@ -403,7 +403,8 @@ constexpr bool slide_o_used(int o, int run, int sw)
 /* The piped dw_slide (PIPE): each thread's next rows copied by cp.async into a ring of
  * SLIDE_STAGES rows in shared memory while it sums the current one, so that the loads in flight
  * do not wait in registers. For the 16-element kinds (bytes, fp8), whose sums fill the
- * registers (3 blocks per SM): there the plain kernel waits on each row's loads. */
+ * registers (3 blocks per SM): there the plain kernel waits on each row's loads (launch_slide
+ * takes it for y of x's width only). */
 constexpr bool slide_pipe_kind(int v) { return v == 16; }
 constexpr int slide_ring_bytes(int kw, int sw, int v)
 {
