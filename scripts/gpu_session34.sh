@@ -6,26 +6,12 @@
 # problems with and without the ring, every test, memcheck of the depthwise problems, then
 # mbv2_dw_144s2 against the copy rate with and without the ring, bf16 / f16 against cuDNN,
 # Nsight Compute on the piped kernels, and the patch conv. (The session's first call ran
-# this script as of commit 935436b, before the ring.) `gpu_session34.sh ring`: the third
-# call, the ring's copies through L1 (XCONV_DW_RING_L1=1) against L2 only. Logs go to $OUT.
+# this script as of commit 935436b, before the ring.) Logs go to $OUT.
 set -u
 cd "$(dirname "$0")/.."
 O=${OUT:-/tmp}
 export LD_LIBRARY_PATH=$PWD/devcarry/rt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 nvidia-smi --query-gpu=name --format=csv,noheader
-if [ "${1:-}" = ring ]; then # the third call: the ring's copies through L1 or not
-    XCONV_DW_RING_L1=1 XCONV_GPU_TEST_ONLY=cuda.depthwise XCONV_GPU_TEST_SPECIAL=2000 \
-        timeout 90 devcarry/test_gpu >$O/test_dw_l1.txt 2>&1
-    tail -1 $O/test_dw_l1.txt; grep FAIL $O/test_dw_l1.txt | head -5
-    for l1 in 1 0 1 0 1 0; do
-        XCONV_DW_RING_L1=$l1 timeout 40 bench/run_cuda_bench.sh --build devcarry \
-            --suite tests/gpu/suite_gpu.json --reps 5 --budget 2 --peers none --filter mbv2 \
-            --dtype i8,u8,f8e4m3,f8e5m2 >$O/bench_dw_l1_$l1.txt 2>&1
-        echo "XCONV_DW_RING_L1=$l1"
-        grep -E "^mbv2|MISMATCH" $O/bench_dw_l1_$l1.txt | cut -c1-80
-    done
-    exit 0
-fi
 XCONV_GPU_TEST_ONLY=cuda.depthwise XCONV_GPU_TEST_SPECIAL=3000 timeout 120 devcarry/test_gpu \
     >$O/test_dw.txt 2>&1
 tail -1 $O/test_dw.txt; grep FAIL $O/test_dw.txt | head -5
