@@ -607,8 +607,20 @@ void launch_slide(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
     sg.cv = (int)cv, sg.vecs = (int)(p->cin / V);
     size_t smem = (size_t)(slide_stage_rows(p) * cv * V) * sizeof(typename vec_traits<D>::A);
     if (pipe) {
-        smem += (size_t)slide_ring_bytes((int)p->k_size[2], (int)p->stride[2], V);
-        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        /* the ring on top of the weights (up to 55 + 48 KB): where the device's blocks cannot
+         * have that much (GPUs with 99 KB a block), the plain kernel */
+        const size_t piped = smem + (size_t)slide_ring_bytes((int)p->k_size[2], (int)p->stride[2], V);
+        int limit = 0;
+        if (cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                   p->device_index) == cudaSuccess &&
+            piped <= (size_t)limit &&
+            cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)piped) ==
+                cudaSuccess) {
+            smem = piped;
+        } else {
+            (void)cudaGetLastError();
+            kern = slide_pick<D, YB, false>(p);
+        }
     }
     /* one wave: the blocks that fit the SMs at once, shared by the chunks */
     int per_sm = 0;
