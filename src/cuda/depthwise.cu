@@ -10,8 +10,9 @@
  *     only: 72-80% of the copy rate on an H100, where one thread per output ran 6-48%),
  *     multiplier 1 and 16-byte aligned rows, each thread owns 16
  *     bytes of channels (fp8: dw_slide only; it took mbv2_dw_144s2 e4m3 from dw_cl's 0.26 TFLOP/s,
- *     2.7% of the copy rate, to 2.38, 21.9%, on an H100, against i8's 44.7%; not profiled,
- *     the likely rest is mini_encode's rounding of each output). Where dim 2's window is 3 or 5 wide at stride 1 or 2 (dilation 1) and
+ *     2.7% of the copy rate, to 2.38, 21.9%, on an H100; with y rounded by the hardware's
+ *     conversion instead of mini_encode's branches, and the ring (below), 45.9%; i8 / u8 sum
+ *     four taps per dp4a, 45 -> 51.7%). Where dim 2's window is 3 or 5 wide at stride 1 or 2 (dilation 1) and
  *     offsets fit 32 bits, dw_slide: the one-vector-per-tap kernel below it measured
  *     ~35% of the copy rate, latency and instruction bound (64-bit index math per tap, a
  *     weight stage and barrier per short-lived block, a 25% tail wave), so each thread
@@ -19,7 +20,9 @@
  *     for the run (the columns neighbouring outputs share), all of a row's loads in flight
  *     together, with 32-bit offsets, multiply-shift index splits, and a grid of one wave
  *     of blocks looping over the work so the weights are staged once per block; bytes
- *     took the scalar dw_cl before it (6% of the copy rate). Else (and with
+ *     took the scalar dw_cl before it (6% of the copy rate). For bytes and fp8 with y of
+ *     x's width, whose sums leave 3 blocks per SM, the piped dw_slide copies each thread's
+ *     next two rows by cp.async into a ring in shared memory while it sums the current one. Else (and with
  *     XCONV_DW_OLD=1, which leaves dw_slide out) the floats take dw_vec: one vector load
  *     per tap, a few output positions per thread, the block's weights staged as f32
  *     [tap][channel] in shared memory; 3x3 and 5x5 compiled with every tap's load issued
@@ -577,25 +580,11 @@ template <xconv_dtype D, int YB, bool PIPE> slide_kern slide_pick(const xconv_ca
     return KERNS[p->k_size[2] == 5][p->stride[2] == 2];
 }
 
-/* The piped kernel for the kinds it serves (slide_pipe_kind) with y of x's own width (H100,
- * mbv2_dw_144s2: e4m3 39.5 -> 45.9% of the copy rate, i8 50.6 -> 51.7%; i8 into i32 fell
- * 57.4 -> 43.1%, so 4-byte y keeps the plain kernel); XCONV_DW_PIPE=0 (read per run, for
- * comparisons) leaves it out. */
-bool slide_piped(int V)
-{
-    const char *knob = getenv("XCONV_DW_PIPE");
-    return slide_pipe_kind(V) && !(knob && knob[0] == '0');
-}
-
 template <xconv_dtype D, int YB>
 void launch_slide(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
 {
     constexpr int V = vec_traits<D>::V;
-    bool pipe = false;
     slide_kern kern = slide_pick<D, YB, false>(p);
-    if constexpr (slide_pipe_kind(V) && YB == 16 / V) {
-        if (slide_piped(V)) pipe = true, kern = slide_pick<D, YB, true>(p);
-    }
     const int run = slide_run((int)p->k_size[2], (int)p->stride[2], V);
     const int64_t runs = (p->y_size[2] + run - 1) / run, cv = slide_chunk(p, V);
     const int64_t chunks = (p->cin / V + cv - 1) / cv;
@@ -606,21 +595,25 @@ void launch_slide(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
     sg.items = (uint32_t)(p->n * p->y_size[0] * p->y_size[1] * runs);
     sg.cv = (int)cv, sg.vecs = (int)(p->cin / V);
     size_t smem = (size_t)(slide_stage_rows(p) * cv * V) * sizeof(typename vec_traits<D>::A);
-    if (pipe) {
-        /* the ring on top of the weights (up to 55 + 48 KB): where the device's blocks cannot
-         * have that much (GPUs with 99 KB a block), the plain kernel */
+    /* The piped kernel for the kinds it serves with y of x's own width (H100, mbv2_dw_144s2:
+     * e4m3 39.5 -> 45.9% of the copy rate, i8 50.6 -> 51.7%; i8 into i32 fell 57.4 -> 43.1%,
+     * so 4-byte y keeps the plain kernel), where the device's blocks can have the ring on top
+     * of the weights (up to 55 + 48 KB; not GPUs with 99 KB a block). XCONV_DW_PIPE=0 (read
+     * per run, for comparisons) leaves it out. */
+    if constexpr (slide_pipe_kind(V) && YB == 16 / V) {
+        const char *knob = getenv("XCONV_DW_PIPE");
+        const slide_kern piped_kern = slide_pick<D, YB, true>(p);
         const size_t piped = smem + (size_t)slide_ring_bytes((int)p->k_size[2], (int)p->stride[2], V);
         int limit = 0;
-        if (cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+        if (!(knob && knob[0] == '0') &&
+            cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin,
                                    p->device_index) == cudaSuccess &&
             piped <= (size_t)limit &&
-            cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)piped) ==
-                cudaSuccess) {
-            smem = piped;
-        } else {
+            cudaFuncSetAttribute(piped_kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)piped) == cudaSuccess)
+            kern = piped_kern, smem = piped;
+        else
             (void)cudaGetLastError();
-            kern = slide_pick<D, YB, false>(p);
-        }
     }
     /* one wave: the blocks that fit the SMs at once, shared by the chunks */
     int per_sm = 0;

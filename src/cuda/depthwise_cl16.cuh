@@ -466,11 +466,6 @@ __device__ __forceinline__ slide_pos slide_at(const xconv_canon &p, const slide_
     return q;
 }
 
-__device__ __forceinline__ uint32_t word(const uint4 &v, int q)
-{
-    return q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w;
-}
-
 /* dw_slide's row for i8 / u8 (slide_dp4a): the COLS input vectors transposed into groups of 4
  * columns, one word per channel, each summed by dp4a against the staged words of offset o. */
 template <xconv_dtype D, int KW, int SW>
@@ -480,13 +475,16 @@ dp4a_row(uint32_t (&acc)[slide_run(KW, SW, 16)][16], const uint4 (&xv)[(slide_ru
 {
     constexpr int V = 16, Q = 4, H = 4, RUN = slide_run(KW, SW, V), COLS = (RUN - 1) * SW + KW;
     constexpr int NT = (COLS + 3) / 4;
+    uint32_t xw[COLS][4]; /* column c's 4 words of 4 channels, as vec_mac takes them */
+#pragma unroll
+    for (int c = 0; c < COLS; c++) xw[c][0] = xv[c].x, xw[c][1] = xv[c].y, xw[c][2] = xv[c].z, xw[c][3] = xv[c].w;
     uint32_t tw[NT][V]; /* group t, channel v: bytes of columns 4t .. 4t + 3 */
 #pragma unroll
     for (int t = 0; t < NT; t++) {
         const int n = COLS - 4 * t < 4 ? COLS - 4 * t : 4; /* columns in the group */
 #pragma unroll
         for (int q = 0; q < 4; q++) {
-            const uint32_t a = word(xv[4 * t], q), b = n > 1 ? word(xv[4 * t + 1], q) : 0u;
+            const uint32_t a = xw[4 * t][q], b = n > 1 ? xw[4 * t + 1][q] : 0u;
             if (n == 1) { /* bytes above the first are never weighted */
 #pragma unroll
                 for (int k = 0; k < 4; k++) tw[t][4 * q + k] = a >> 8 * k;
@@ -494,7 +492,7 @@ dp4a_row(uint32_t (&acc)[slide_run(KW, SW, 16)][16], const uint4 (&xv)[(slide_ru
 #pragma unroll
                 for (int k = 0; k < 4; k++) tw[t][4 * q + k] = __byte_perm(a, b, k | (4 + k) << 4);
             } else {
-                const uint32_t c = word(xv[4 * t + 2], q), d = n > 3 ? word(xv[4 * t + 3], q) : 0u;
+                const uint32_t c = xw[4 * t + 2][q], d = n > 3 ? xw[4 * t + 3][q] : 0u;
                 const uint32_t ab0 = __byte_perm(a, b, 0x5140), ab1 = __byte_perm(a, b, 0x7362);
                 const uint32_t cd0 = __byte_perm(c, d, 0x5140), cd1 = __byte_perm(c, d, 0x7362);
                 tw[t][4 * q] = __byte_perm(ab0, cd0, 0x5410);

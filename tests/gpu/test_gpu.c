@@ -1089,9 +1089,8 @@ int main(void)
     const int generic_count = quick ? 60 : 600, tc_count = quick ? 20 : 200;
     /* per special engine; XCONV_GPU_TEST_SPECIAL=n sets it (many problems of one engine) */
     const char *special_env = getenv("XCONV_GPU_TEST_SPECIAL");
-    const int special_count = special_env && atoi(special_env) > 0 ? atoi(special_env)
-                              : quick                             ? 15
-                                                                  : 150;
+    const int special_set = special_env ? atoi(special_env) : 0;
+    const int special_count = special_set > 0 ? special_set : quick ? 15 : 150;
     const int wgmma_count = quick ? 20 : 100;
     const int simt_count = quick ? 20 : 200;
 
