@@ -474,6 +474,19 @@ int64_t slide_chunk(const xconv_canon *p, int V)
  * dilation 1), its weights within the stage, and 32-bit offsets and coordinates: x and y
  * below 2^31 elements with non-negative strides, each dim's window coordinates below 2^30,
  * fewer than 2^31 items. */
+/* XCONV_DW_RUN2=1 (read per run, a measurement knob): slide_run_n's narrow runs */
+bool slide_narrow()
+{
+    const char *knob = getenv("XCONV_DW_RUN2");
+    return knob && knob[0] == '1';
+}
+
+/* the run launch_slide gives p's kernel */
+int slide_run_for(const xconv_canon *p, int V)
+{
+    return slide_run_n((int)p->k_size[2], (int)p->stride[2], V, slide_narrow());
+}
+
 bool slide_ok(const xconv_canon *p)
 {
     if (!cl16_ok(p) || (p->k_size[2] != 3 && p->k_size[2] != 5)) return false;
@@ -491,7 +504,7 @@ bool slide_ok(const xconv_canon *p)
                 p->x_size[d] >= ((int64_t)1 << 30))
             return false;
     }
-    const int run = slide_run((int)p->k_size[2], (int)p->stride[2], V);
+    const int run = slide_run_for(p, V);
     const int64_t items = p->n * p->y_size[0] * p->y_size[1] * ((p->y_size[2] + run - 1) / run);
     const int64_t cv = slide_chunk(p, V);
     return x_end <= INT32_MAX && y_end <= INT32_MAX && items <= INT32_MAX &&
@@ -572,12 +585,21 @@ template <xconv_dtype D> void launch_vec(const xconv_canon *p, const xconv_exec 
 using slide_kern = void (*)(const xconv_canon, const slide_geom, const char *, const char *,
                             const char *, char *);
 
+template <xconv_dtype D, int YB, bool PIPE, bool N> slide_kern slide_pick_n(const xconv_canon *p)
+{
+    constexpr int V = vec_traits<D>::V;
+    static constexpr slide_kern KERNS[2][2] = {
+        {dw_slide<D, YB, 3, 1, slide_run_n(3, 1, V, N), PIPE>, dw_slide<D, YB, 3, 2, slide_run_n(3, 2, V, N), PIPE>},
+        {dw_slide<D, YB, 5, 1, slide_run_n(5, 1, V, N), PIPE>, dw_slide<D, YB, 5, 2, slide_run_n(5, 2, V, N), PIPE>}};
+    return KERNS[p->k_size[2] == 5][p->stride[2] == 2];
+}
+
+/* the narrow kernels exist for the 16-element kinds only */
 template <xconv_dtype D, int YB, bool PIPE> slide_kern slide_pick(const xconv_canon *p)
 {
-    static constexpr slide_kern KERNS[2][2] = {
-        {dw_slide<D, YB, 3, 1, PIPE>, dw_slide<D, YB, 3, 2, PIPE>},
-        {dw_slide<D, YB, 5, 1, PIPE>, dw_slide<D, YB, 5, 2, PIPE>}};
-    return KERNS[p->k_size[2] == 5][p->stride[2] == 2];
+    if constexpr (vec_traits<D>::V == 16)
+        if (slide_narrow()) return slide_pick_n<D, YB, PIPE, true>(p);
+    return slide_pick_n<D, YB, PIPE, false>(p);
 }
 
 template <xconv_dtype D, int YB>
@@ -585,7 +607,7 @@ void launch_slide(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
 {
     constexpr int V = vec_traits<D>::V;
     slide_kern kern = slide_pick<D, YB, false>(p);
-    const int run = slide_run((int)p->k_size[2], (int)p->stride[2], V);
+    const int run = slide_run_for(p, V);
     const int64_t runs = (p->y_size[2] + run - 1) / run, cv = slide_chunk(p, V);
     const int64_t chunks = (p->cin / V + cv - 1) / cv;
     slide_geom sg;
@@ -594,6 +616,8 @@ void launch_slide(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
     sg.y0 = make_udiv((uint32_t)p->y_size[0]);
     sg.items = (uint32_t)(p->n * p->y_size[0] * p->y_size[1] * runs);
     sg.cv = (int)cv, sg.vecs = (int)(p->cin / V);
+    const char *l1 = getenv("XCONV_DW_RING_L1"); /* measurement knob */
+    sg.ring_l1 = l1 && l1[0] == '1';
     size_t smem = (size_t)(slide_stage_rows(p) * cv * V) * sizeof(typename vec_traits<D>::A);
     /* The piped kernel for the kinds it serves with y of x's own width (H100, mbv2_dw_144s2:
      * e4m3 39.5 -> 45.9% of the copy rate, i8 50.6 -> 51.7%; i8 into i32 fell 57.4 -> 43.1%,
@@ -603,7 +627,7 @@ void launch_slide(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
     if constexpr (slide_pipe_kind(V) && YB == 16 / V) {
         const char *knob = getenv("XCONV_DW_PIPE");
         const slide_kern piped_kern = slide_pick<D, YB, true>(p);
-        const size_t piped = smem + (size_t)slide_ring_bytes((int)p->k_size[2], (int)p->stride[2], V);
+        const size_t piped = smem + (size_t)slide_ring_bytes((int)p->k_size[2], (int)p->stride[2], run);
         int limit = 0;
         if (!(knob && knob[0] == '0') &&
             cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin,

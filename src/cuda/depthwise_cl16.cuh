@@ -384,6 +384,13 @@ constexpr int slide_run(int kw, int sw, int v)
 {
     return slide_pair(kw, sw, v) ? 2 : (v == 16 ? kw == 3 : 3 * sw + kw <= 10) ? 4 : 2;
 }
+/* NARROW: runs of 2 for the 16-element kinds' 3-wide windows too, half the sums a thread, so
+ * more blocks per SM (slide_blocks), each input column loaded for fewer outputs
+ * (XCONV_DW_RUN2=1, a measurement knob) */
+constexpr int slide_run_n(int kw, int sw, int v, bool narrow)
+{
+    return narrow && v == 16 && kw == 3 ? 2 : slide_run(kw, sw, v);
+}
 
 /* i8 / u8 run their taps four at a time through dp4a (the same wrapping 32-bit sums as a
  * multiply-add per tap): a row's input columns transposed in groups of 4 into one word per
@@ -406,17 +413,17 @@ constexpr bool slide_o_used(int o, int run, int sw)
  * registers (3 blocks per SM): there the plain kernel waits on each row's loads (launch_slide
  * takes it for y of x's width only). */
 constexpr bool slide_pipe_kind(int v) { return v == 16; }
-constexpr int slide_ring_bytes(int kw, int sw, int v)
+constexpr int slide_ring_bytes(int kw, int sw, int run)
 {
-    return SLIDE_STAGES * ((slide_run(kw, sw, v) - 1) * sw + kw) * SLIDE_THREADS * 16;
+    return SLIDE_STAGES * ((run - 1) * sw + kw) * SLIDE_THREADS * 16;
 }
 
 /* Its blocks per SM for __launch_bounds__: 5 (96 registers), 4 for 5 x 5 at stride 1, whose
  * 16-bit kernels would spill at 96; for bytes 3 (168) at 3-wide windows, else 4 (128); 6 (80)
  * for 16-bit floats at 3-wide windows, stride 2. */
-constexpr int slide_blocks(int kw, int sw, int v)
+constexpr int slide_blocks(int kw, int sw, int v, int run)
 {
-    return v == 16 ? (kw == 3 ? 3 : 4) : slide_pair(kw, sw, v) ? 6 : kw == 5 && sw == 1 ? 4 : 5;
+    return v == 16 ? (kw == 3 ? (run == 2 ? 5 : 3) : 4) : slide_pair(kw, sw, v) ? 6 : kw == 5 && sw == 1 ? 4 : 5;
 }
 
 /* v / d for v < 2^31 as a multiply-high, an add and a shift (Granlund-Montgomery): the item
@@ -440,7 +447,15 @@ struct slide_geom {
     udiv runs, y1, y0; /* runs per output row (dim 2), output rows (dim 1), dim 0's outputs */
     uint32_t items;    /* n * y0 * y1 * runs */
     int cv, vecs;      /* vectors per channel chunk (grid.y), per position (cin / V) */
+    int ring_l1;       /* the piped kernel's copies through L1 (cp.async.ca) */
 };
+
+/* cp_async16 through L1 as well: neighbouring output rows read the same input rows */
+__device__ __forceinline__ void cp_async16_l1(uint32_t dst, const void *src, bool valid)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
+                 "r"(valid ? 16 : 0));
+}
 
 /* Where item `it` lies: image n, output row (j0, j1), first output ow0 of the run along dim 2,
  * the run's first input column's offset xn (channel ch0), and its columns [c_lo, c_hi) inside
@@ -468,12 +483,11 @@ __device__ __forceinline__ slide_pos slide_at(const xconv_canon &p, const slide_
 
 /* dw_slide's row for i8 / u8 (slide_dp4a): the COLS input vectors transposed into groups of 4
  * columns, one word per channel, each summed by dp4a against the staged words of offset o. */
-template <xconv_dtype D, int KW, int SW>
+template <xconv_dtype D, int KW, int SW, int RUN>
 __device__ __forceinline__ void
-dp4a_row(uint32_t (&acc)[slide_run(KW, SW, 16)][16], const uint4 (&xv)[(slide_run(KW, SW, 16) - 1) * SW + KW],
-         const uint4 *wr, int cv)
+dp4a_row(uint32_t (&acc)[RUN][16], const uint4 (&xv)[(RUN - 1) * SW + KW], const uint4 *wr, int cv)
 {
-    constexpr int V = 16, Q = 4, H = 4, RUN = slide_run(KW, SW, V), COLS = (RUN - 1) * SW + KW;
+    constexpr int V = 16, Q = 4, H = 4, COLS = (RUN - 1) * SW + KW;
     constexpr int NT = (COLS + 3) / 4;
     uint32_t xw[COLS][4]; /* column c's 4 words of 4 channels, as vec_mac takes them */
 #pragma unroll
@@ -525,18 +539,16 @@ dp4a_row(uint32_t (&acc)[slide_run(KW, SW, 16)][16], const uint4 (&xv)[(slide_ru
 /* The sums of one row of taps (k2 = 0..KW-1) for RUN outputs from the row's COLS input
  * vectors xv, in k2 order. EDGE: only columns [c_lo, c_hi) lie inside x (the others are
  * zeros in xv). */
-template <xconv_dtype D, int KW, int SW, bool EDGE>
+template <xconv_dtype D, int KW, int SW, int RUN, bool EDGE>
 __device__ __forceinline__ void
-slide_math(typename vec_traits<D>::A (&acc)[slide_run(KW, SW, vec_traits<D>::V)][vec_traits<D>::V],
-           const uint4 (&xv)[(slide_run(KW, SW, vec_traits<D>::V) - 1) * SW + KW], int c_lo,
-           int c_hi, const uint4 *wr, int cv)
+slide_math(typename vec_traits<D>::A (&acc)[RUN][vec_traits<D>::V], const uint4 (&xv)[(RUN - 1) * SW + KW],
+           int c_lo, int c_hi, const uint4 *wr, int cv)
 {
     using A = typename vec_traits<D>::A;
     constexpr int V = vec_traits<D>::V, Q = (int)(16 / sizeof(A)), H = V / Q;
-    constexpr int RUN = slide_run(KW, SW, V);
     constexpr bool FLOAT = !std::is_integral<A>::value;
     if constexpr (slide_dp4a(D)) {
-        dp4a_row<D, KW, SW>(acc, xv, wr, cv); /* columns outside x are zeros: they add nothing */
+        dp4a_row<D, KW, SW, RUN>(acc, xv, wr, cv); /* columns outside x are zeros: they add nothing */
     } else {
 #pragma unroll
         for (int k2 = 0; k2 < KW; k2++) {
@@ -556,21 +568,21 @@ slide_math(typename vec_traits<D>::A (&acc)[slide_run(KW, SW, vec_traits<D>::V)]
 
 /* One row of taps for RUN outputs: the row's COLS input vectors loaded together, then
  * summed. EDGE: only columns [c_lo, c_hi) lie inside x. */
-template <xconv_dtype D, int KW, int SW, bool EDGE>
+template <xconv_dtype D, int KW, int SW, int RUN, bool EDGE>
 __device__ __forceinline__ void
-slide_row(typename vec_traits<D>::A (&acc)[slide_run(KW, SW, vec_traits<D>::V)][vec_traits<D>::V],
+slide_row(typename vec_traits<D>::A (&acc)[RUN][vec_traits<D>::V],
           const char *__restrict__ x, uint32_t row, uint32_t xs2, int c_lo, int c_hi,
           const uint4 *wr, int cv)
 {
     constexpr int V = vec_traits<D>::V, ES = 16 / V;
-    constexpr int RUN = slide_run(KW, SW, V), COLS = (RUN - 1) * SW + KW;
+    constexpr int COLS = (RUN - 1) * SW + KW;
     uint4 xv[COLS];
 #pragma unroll
     for (int c = 0; c < COLS; c++)
         xv[c] = !EDGE || (c >= c_lo && c < c_hi)
                     ? __ldg((const uint4 *)(x + (size_t)(row + c * xs2) * ES))
                     : make_uint4(0, 0, 0, 0);
-    slide_math<D, KW, SW, EDGE>(acc, xv, c_lo, c_hi, wr, cv);
+    slide_math<D, KW, SW, RUN, EDGE>(acc, xv, c_lo, c_hi, wr, cv);
 }
 
 /* Each thread owns one 16-byte vector of channels and, item after item (grid-stride), a run
@@ -583,14 +595,14 @@ slide_row(typename vec_traits<D>::A (&acc)[slide_run(KW, SW, vec_traits<D>::V)][
  * vector for the whole grid-stride loop (the thread count used is a multiple of the chunk's
  * vectors). Offsets are 32-bit (slide_ok); a column left of x wraps around 2^32 in row but
  * is never loaded. grid: a full wave of blocks per chunk, grid.y the channel chunks. */
-template <xconv_dtype D, int YB, int KW, int SW, bool PIPE>
-__global__ void __launch_bounds__(SLIDE_THREADS, slide_blocks(KW, SW, vec_traits<D>::V))
+template <xconv_dtype D, int YB, int KW, int SW, int RUN, bool PIPE>
+__global__ void __launch_bounds__(SLIDE_THREADS, slide_blocks(KW, SW, vec_traits<D>::V, RUN))
 dw_slide(const xconv_canon p, const slide_geom sg, const char *__restrict__ x,
          const char *__restrict__ w, const char *__restrict__ bias, char *__restrict__ y)
 {
     using A = typename vec_traits<D>::A;
     constexpr int V = vec_traits<D>::V, ES = 16 / V, Q = (int)(16 / sizeof(A)), H = V / Q;
-    constexpr int RUN = slide_run(KW, SW, V), COLS = (RUN - 1) * SW + KW;
+    constexpr int COLS = (RUN - 1) * SW + KW;
     static_assert(!PIPE || slide_pipe_kind(V), "the ring is sized for the 16-element kinds");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     uint4 *wk = (uint4 *)smem_raw;
@@ -665,8 +677,10 @@ dw_slide(const xconv_canon p, const slide_geom sg, const char *__restrict__ x,
 #pragma unroll
                 for (int c = 0; c < COLS; c++) {
                     const bool ok = in && c >= pq.c_lo && c < pq.c_hi;
-                    cp_async16(smem_addr(ring + (p_stage * COLS + c) * SLIDE_THREADS),
-                               ok ? x + (size_t)(row + c * xs2) * ES : x, ok);
+                    const uint32_t dst = smem_addr(ring + (p_stage * COLS + c) * SLIDE_THREADS);
+                    const char *src = ok ? x + (size_t)(row + c * xs2) * ES : x;
+                    if (sg.ring_l1) cp_async16_l1(dst, src, ok);
+                    else cp_async16(dst, src, ok);
                 }
             if (++p_k1 == K1) {
                 p_k1 = 0;
@@ -712,7 +726,7 @@ dw_slide(const xconv_canon p, const slide_geom sg, const char *__restrict__ x,
 #pragma unroll
                     for (int c = 0; c < COLS; c++) xv[c] = ring[(stage * COLS + c) * SLIDE_THREADS];
                     /* zeros stand for the columns outside x (a float padding row: all of them) */
-                    slide_math<D, KW, SW, false>(acc, xv, 0, COLS, wt + (k0 * K1 + k1) * SL * H * sg.cv,
+                    slide_math<D, KW, SW, RUN, false>(acc, xv, 0, COLS, wt + (k0 * K1 + k1) * SL * H * sg.cv,
                                                  sg.cv);
                 }
         } else {
@@ -724,11 +738,11 @@ dw_slide(const xconv_canon p, const slide_geom sg, const char *__restrict__ x,
                     const uint32_t row = q.xn + i0 * (uint32_t)p.x_ss[0] + i1 * (uint32_t)p.x_ss[1];
                     const uint4 *wr = wt + (k0 * K1 + k1) * SL * H * sg.cv;
                     if (!in) /* a float padding row: zeros times the row's weights */
-                        slide_row<D, KW, SW, true>(acc, x, row, xs2, 0, 0, wr, sg.cv);
+                        slide_row<D, KW, SW, RUN, true>(acc, x, row, xs2, 0, 0, wr, sg.cv);
                     else if (q.c_lo == 0 && q.c_hi == COLS)
-                        slide_row<D, KW, SW, false>(acc, x, row, xs2, 0, COLS, wr, sg.cv);
+                        slide_row<D, KW, SW, RUN, false>(acc, x, row, xs2, 0, COLS, wr, sg.cv);
                     else
-                        slide_row<D, KW, SW, true>(acc, x, row, xs2, q.c_lo, q.c_hi, wr, sg.cv);
+                        slide_row<D, KW, SW, RUN, true>(acc, x, row, xs2, q.c_lo, q.c_hi, wr, sg.cv);
                 }
             }
         }
