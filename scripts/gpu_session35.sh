@@ -2,9 +2,11 @@
 # gpu_session35.sh — the thirty-fifth session's device runs (build carried: scripts/gpu_carry.sh,
 # carry devcarry), meant for an H200, the card of issue 4's targets, which no session since the
 # twenty-ninth has had:
-#   gpu_session35.sh one   the gpu suite channels-last in bf16 against cuDNN; the
+#   gpu_session35.sh one   (targets, then knobs)
+#   gpu_session35.sh targets  the gpu suite channels-last in bf16 against cuDNN; the
 #                          patch conv in both layouts; every dtype's depthwise against the copy
-#                          rate; two depthwise knobs for the bytes and fp8 against the default
+#                          rate
+#   gpu_session35.sh knobs two depthwise knobs for the bytes and fp8 against the default
 #                          and each other: the piped kernel's copies through L1
 #                          (XCONV_DW_RING_L1=1), runs of 2 outputs a thread at 5 blocks per SM
 #                          instead of 4 at 3 (XCONV_DW_RUN2=1); then every test
@@ -18,12 +20,8 @@ export LD_LIBRARY_PATH=$PWD/devcarry/rt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 B="bench/run_cuda_bench.sh --build devcarry --suite tests/gpu/suite_gpu.json"
 show() { grep -E "^[a-z]|geomean|geometric|MISMATCH|copy|matrix" "$1" | cut -c1-118; }
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
-if [ "${1:-one}" = one ]; then
-    for v in XCONV_DW_RING_L1 XCONV_DW_RUN2; do # the knobs' kernels against the CPU reference
-        env $v=1 XCONV_GPU_TEST_ONLY=cuda.depthwise XCONV_GPU_TEST_SPECIAL=1500 \
-            timeout 60 devcarry/test_gpu >$O/test_dw_$v.txt 2>&1
-        echo "$v=1: $(tail -1 $O/test_dw_$v.txt)"; grep FAIL $O/test_dw_$v.txt | head -5
-    done
+MODE=${1:-one}
+if [ "$MODE" = one ] || [ "$MODE" = targets ]; then
     timeout 150 $B --reps 5 --budget 2 --dtype bf16 >$O/bench_bf16.txt 2>&1
     show $O/bench_bf16.txt
     timeout 30 $B --reps 5 --budget 2 --filter qwenvl --layout channels_first --dtype bf16,f16 \
@@ -32,6 +30,13 @@ if [ "${1:-one}" = one ]; then
     timeout 60 $B --reps 5 --budget 1 --peers none --filter mbv2 \
         --dtype f16,f32,i8,u8,i8:i32,f8e4m3,f8e5m2,i16,i32,i64,f64,c64,c128 >$O/bench_dw.txt 2>&1
     show $O/bench_dw.txt
+fi
+if [ "$MODE" = one ] || [ "$MODE" = knobs ]; then
+    for v in XCONV_DW_RING_L1 XCONV_DW_RUN2; do # the knobs' kernels against the CPU reference
+        env $v=1 XCONV_GPU_TEST_ONLY=cuda.depthwise XCONV_GPU_TEST_SPECIAL=1500 \
+            timeout 60 devcarry/test_gpu >$O/test_dw_$v.txt 2>&1
+        echo "$v=1: $(tail -1 $O/test_dw_$v.txt)"; grep FAIL $O/test_dw_$v.txt | head -5
+    done
     for v in XCONV_DW_RUN2=1 XCONV_DW_RING_L1=1 base "XCONV_DW_RUN2=1 XCONV_DW_PIPE=0" \
         "XCONV_DW_RUN2=1 XCONV_DW_RING_L1=1" XCONV_DW_RUN2=1 base XCONV_DW_RING_L1=1; do
         env $([ "$v" = base ] || echo $v) timeout 30 $B --reps 5 --budget 1 --peers none \
@@ -41,7 +46,8 @@ if [ "${1:-one}" = one ]; then
     done
     timeout 170 devcarry/test_gpu >$O/test_gpu.txt 2>&1
     tail -1 $O/test_gpu.txt; grep FAIL $O/test_gpu.txt | head -5
-else
+fi
+if [ "$MODE" = two ]; then
     timeout 150 $B --reps 5 --budget 2 --dtype f16 >$O/bench_f16.txt 2>&1
     show $O/bench_f16.txt
     timeout 150 $B --reps 5 --budget 2 --layout channels_first --dtype bf16 >$O/bench_bf16_cf.txt 2>&1
