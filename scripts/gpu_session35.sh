@@ -10,6 +10,7 @@
 #                          and each other: the piped kernel's copies through L1
 #                          (XCONV_DW_RING_L1=1), runs of 2 outputs a thread at 5 blocks per SM
 #                          instead of 4 at 3 (XCONV_DW_RUN2=1); then every test
+#   gpu_session35.sh short the patch conv, every dtype's depthwise, the knobs' tests and A/B
 #   gpu_session35.sh two   the gpu suite channels-last in f16 and channels-first in bf16, fp8
 #                          (fast accumulation) and i8 on the suite
 # Logs go to $OUT.
@@ -24,6 +25,8 @@ MODE=${1:-one}
 if [ "$MODE" = one ] || [ "$MODE" = targets ]; then
     timeout 150 $B --reps 5 --budget 2 --dtype bf16 >$O/bench_bf16.txt 2>&1
     show $O/bench_bf16.txt
+fi
+if [ "$MODE" = one ] || [ "$MODE" = targets ] || [ "$MODE" = short ]; then
     timeout 30 $B --reps 5 --budget 2 --filter qwenvl --layout channels_first --dtype bf16,f16 \
         >$O/bench_patch_cf.txt 2>&1
     show $O/bench_patch_cf.txt
@@ -31,7 +34,7 @@ if [ "$MODE" = one ] || [ "$MODE" = targets ]; then
         --dtype f16,f32,i8,u8,i8:i32,f8e4m3,f8e5m2,i16,i32,i64,f64,c64,c128 >$O/bench_dw.txt 2>&1
     show $O/bench_dw.txt
 fi
-if [ "$MODE" = one ] || [ "$MODE" = knobs ]; then
+if [ "$MODE" = one ] || [ "$MODE" = knobs ] || [ "$MODE" = short ]; then
     for v in XCONV_DW_RING_L1 XCONV_DW_RUN2; do # the knobs' kernels against the CPU reference
         env $v=1 XCONV_GPU_TEST_ONLY=cuda.depthwise XCONV_GPU_TEST_SPECIAL=1500 \
             timeout 60 devcarry/test_gpu >$O/test_dw_$v.txt 2>&1
@@ -44,6 +47,8 @@ if [ "$MODE" = one ] || [ "$MODE" = knobs ]; then
         echo "== $v"
         grep -E "^mbv2|MISMATCH" $O/bench_dw_ab.txt | cut -c1-80
     done
+fi
+if [ "$MODE" = one ] || [ "$MODE" = knobs ]; then
     timeout 170 devcarry/test_gpu >$O/test_gpu.txt 2>&1
     tail -1 $O/test_gpu.txt; grep FAIL $O/test_gpu.txt | head -5
 fi
