@@ -6,11 +6,10 @@
 #   gpu_session35.sh targets  the gpu suite channels-last in bf16 against cuDNN; the
 #                          patch conv in both layouts; every dtype's depthwise against the copy
 #                          rate
-#   gpu_session35.sh knobs two depthwise knobs for the bytes and fp8 against the default
-#                          and each other: the piped kernel's copies through L1
-#                          (XCONV_DW_RING_L1=1), runs of 2 outputs a thread at 5 blocks per SM
-#                          instead of 4 at 3 (XCONV_DW_RUN2=1); then every test
-#   gpu_session35.sh short the patch conv, every dtype's depthwise, the knobs' tests and A/B
+#   gpu_session35.sh knobs a depthwise knob for the bytes and fp8 against the default:
+#                          runs of 2 outputs a thread at 5 blocks per SM instead of 4 at 3
+#                          (XCONV_DW_RUN2=1), with and without the ring; then every test
+#   gpu_session35.sh short the patch conv, every dtype's depthwise, the knob's tests and A/B
 #   gpu_session35.sh two   the gpu suite channels-last in f16 and channels-first in bf16, fp8
 #                          (fast accumulation) and i8 on the suite
 # Logs go to $OUT.
@@ -35,13 +34,12 @@ if [ "$MODE" = one ] || [ "$MODE" = targets ] || [ "$MODE" = short ]; then
     show $O/bench_dw.txt
 fi
 if [ "$MODE" = one ] || [ "$MODE" = knobs ] || [ "$MODE" = short ]; then
-    for v in XCONV_DW_RING_L1 XCONV_DW_RUN2; do # the knobs' kernels against the CPU reference
-        env $v=1 XCONV_GPU_TEST_ONLY=cuda.depthwise XCONV_GPU_TEST_SPECIAL=1500 \
-            timeout 60 devcarry/test_gpu >$O/test_dw_$v.txt 2>&1
-        echo "$v=1: $(tail -1 $O/test_dw_$v.txt)"; grep FAIL $O/test_dw_$v.txt | head -5
-    done
-    for v in XCONV_DW_RUN2=1 XCONV_DW_RING_L1=1 base "XCONV_DW_RUN2=1 XCONV_DW_PIPE=0" \
-        "XCONV_DW_RUN2=1 XCONV_DW_RING_L1=1" XCONV_DW_RUN2=1 base XCONV_DW_RING_L1=1; do
+    # the knob's kernels against the CPU reference
+    XCONV_DW_RUN2=1 XCONV_GPU_TEST_ONLY=cuda.depthwise XCONV_GPU_TEST_SPECIAL=1500 \
+        timeout 60 devcarry/test_gpu >$O/test_dw_run2.txt 2>&1
+    echo "XCONV_DW_RUN2=1: $(tail -1 $O/test_dw_run2.txt)"; grep FAIL $O/test_dw_run2.txt | head -5
+    for v in XCONV_DW_RUN2=1 base "XCONV_DW_RUN2=1 XCONV_DW_PIPE=0" XCONV_DW_PIPE=0 \
+        XCONV_DW_RUN2=1 base; do
         env $([ "$v" = base ] || echo $v) timeout 30 $B --reps 5 --budget 1 --peers none \
             --filter mbv2 --dtype i8,u8,i8:i32,f8e4m3,f8e5m2 >$O/bench_dw_ab.txt 2>&1
         echo "== $v"

@@ -616,8 +616,6 @@ void launch_slide(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
     sg.y0 = make_udiv((uint32_t)p->y_size[0]);
     sg.items = (uint32_t)(p->n * p->y_size[0] * p->y_size[1] * runs);
     sg.cv = (int)cv, sg.vecs = (int)(p->cin / V);
-    const char *l1 = getenv("XCONV_DW_RING_L1"); /* measurement knob */
-    sg.ring_l1 = l1 && l1[0] == '1';
     size_t smem = (size_t)(slide_stage_rows(p) * cv * V) * sizeof(typename vec_traits<D>::A);
     /* The piped kernel for the kinds it serves with y of x's own width (H100, mbv2_dw_144s2:
      * e4m3 39.5 -> 45.9% of the copy rate, i8 50.6 -> 51.7%; i8 into i32 fell 57.4 -> 43.1%,

@@ -447,15 +447,7 @@ struct slide_geom {
     udiv runs, y1, y0; /* runs per output row (dim 2), output rows (dim 1), dim 0's outputs */
     uint32_t items;    /* n * y0 * y1 * runs */
     int cv, vecs;      /* vectors per channel chunk (grid.y), per position (cin / V) */
-    int ring_l1;       /* the piped kernel's copies through L1 (cp.async.ca) */
 };
-
-/* cp_async16 through L1 as well: neighbouring output rows read the same input rows */
-__device__ __forceinline__ void cp_async16_l1(uint32_t dst, const void *src, bool valid)
-{
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
-                 "r"(valid ? 16 : 0));
-}
 
 /* Where item `it` lies: image n, output row (j0, j1), first output ow0 of the run along dim 2,
  * the run's first input column's offset xn (channel ch0), and its columns [c_lo, c_hi) inside
@@ -677,10 +669,8 @@ dw_slide(const xconv_canon p, const slide_geom sg, const char *__restrict__ x,
 #pragma unroll
                 for (int c = 0; c < COLS; c++) {
                     const bool ok = in && c >= pq.c_lo && c < pq.c_hi;
-                    const uint32_t dst = smem_addr(ring + (p_stage * COLS + c) * SLIDE_THREADS);
-                    const char *src = ok ? x + (size_t)(row + c * xs2) * ES : x;
-                    if (sg.ring_l1) cp_async16_l1(dst, src, ok);
-                    else cp_async16(dst, src, ok);
+                    cp_async16(smem_addr(ring + (p_stage * COLS + c) * SLIDE_THREADS),
+                               ok ? x + (size_t)(row + c * xs2) * ES : x, ok);
                 }
             if (++p_k1 == K1) {
                 p_k1 = 0;
