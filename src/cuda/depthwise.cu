@@ -470,10 +470,6 @@ int64_t slide_chunk(const xconv_canon *p, int V)
     return (vecs + chunks - 1) / chunks;
 }
 
-/* dw_slide: the 16-byte path with a compiled dim-2 window (3 or 5 wide, stride 1 or 2,
- * dilation 1), its weights within the stage, and 32-bit offsets and coordinates: x and y
- * below 2^31 elements with non-negative strides, each dim's window coordinates below 2^30,
- * fewer than 2^31 items. */
 /* XCONV_DW_RUN2=1 (read per run, a measurement knob): slide_run_n's narrow runs */
 bool slide_narrow()
 {
@@ -487,6 +483,10 @@ int slide_run_for(const xconv_canon *p, int V)
     return slide_run_n((int)p->k_size[2], (int)p->stride[2], V, slide_narrow());
 }
 
+/* dw_slide: the 16-byte path with a compiled dim-2 window (3 or 5 wide, stride 1 or 2,
+ * dilation 1), its weights within the stage, and 32-bit offsets and coordinates: x and y
+ * below 2^31 elements with non-negative strides, each dim's window coordinates below 2^30,
+ * fewer than 2^31 items. */
 bool slide_ok(const xconv_canon *p)
 {
     if (!cl16_ok(p) || (p->k_size[2] != 3 && p->k_size[2] != 5)) return false;
@@ -589,8 +589,10 @@ template <xconv_dtype D, int YB, bool PIPE, bool N> slide_kern slide_pick_n(cons
 {
     constexpr int V = vec_traits<D>::V;
     static constexpr slide_kern KERNS[2][2] = {
-        {dw_slide<D, YB, 3, 1, slide_run_n(3, 1, V, N), PIPE>, dw_slide<D, YB, 3, 2, slide_run_n(3, 2, V, N), PIPE>},
-        {dw_slide<D, YB, 5, 1, slide_run_n(5, 1, V, N), PIPE>, dw_slide<D, YB, 5, 2, slide_run_n(5, 2, V, N), PIPE>}};
+        {dw_slide<D, YB, 3, 1, slide_run_n(3, 1, V, N), PIPE>,
+         dw_slide<D, YB, 3, 2, slide_run_n(3, 2, V, N), PIPE>},
+        {dw_slide<D, YB, 5, 1, slide_run_n(5, 1, V, N), PIPE>,
+         dw_slide<D, YB, 5, 2, slide_run_n(5, 2, V, N), PIPE>}};
     return KERNS[p->k_size[2] == 5][p->stride[2] == 2];
 }
 
@@ -625,7 +627,8 @@ void launch_slide(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
     if constexpr (slide_pipe_kind(V) && YB == 16 / V) {
         const char *knob = getenv("XCONV_DW_PIPE");
         const slide_kern piped_kern = slide_pick<D, YB, true>(p);
-        const size_t piped = smem + (size_t)slide_ring_bytes((int)p->k_size[2], (int)p->stride[2], run);
+        const size_t piped =
+            smem + (size_t)slide_ring_bytes((int)p->k_size[2], (int)p->stride[2], run);
         int limit = 0;
         if (!(knob && knob[0] == '0') &&
             cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin,

@@ -419,11 +419,13 @@ constexpr int slide_ring_bytes(int kw, int sw, int run)
 }
 
 /* Its blocks per SM for __launch_bounds__: 5 (96 registers), 4 for 5 x 5 at stride 1, whose
- * 16-bit kernels would spill at 96; for bytes 3 (168) at 3-wide windows, else 4 (128); 6 (80)
- * for 16-bit floats at 3-wide windows, stride 2. */
+ * 16-bit kernels would spill at 96; for the 16-element kinds 3 (168) at 3-wide windows (5 at
+ * slide_run_n's narrow runs of 2), else 4 (128); 6 (80) for 16-bit floats at 3-wide windows,
+ * stride 2. */
 constexpr int slide_blocks(int kw, int sw, int v, int run)
 {
-    return v == 16 ? (kw == 3 ? (run == 2 ? 5 : 3) : 4) : slide_pair(kw, sw, v) ? 6 : kw == 5 && sw == 1 ? 4 : 5;
+    if (v == 16) return kw == 3 ? (run == 2 ? 5 : 3) : 4;
+    return slide_pair(kw, sw, v) ? 6 : kw == 5 && sw == 1 ? 4 : 5;
 }
 
 /* v / d for v < 2^31 as a multiply-high, an add and a shift (Granlund-Montgomery): the item
