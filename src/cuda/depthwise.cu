@@ -470,24 +470,11 @@ int64_t slide_chunk(const xconv_canon *p, int V)
     return (vecs + chunks - 1) / chunks;
 }
 
-/* XCONV_DW_RUN2=1 (read per run, a measurement knob): slide_run_n's narrow runs */
-bool slide_narrow()
-{
-    const char *knob = getenv("XCONV_DW_RUN2");
-    return knob && knob[0] == '1';
-}
-
-/* the run launch_slide gives p's kernel */
-int slide_run_for(const xconv_canon *p, int V)
-{
-    return slide_run_n((int)p->k_size[2], (int)p->stride[2], V, slide_narrow());
-}
-
 /* dw_slide: the 16-byte path with a compiled dim-2 window (3 or 5 wide, stride 1 or 2,
  * dilation 1), its weights within the stage, and 32-bit offsets and coordinates: x and y
  * below 2^31 elements with non-negative strides, each dim's window coordinates below 2^30,
- * fewer than 2^31 items. */
-bool slide_ok(const xconv_canon *p)
+ * fewer than 2^31 items (counted in the runs that narrow gives). */
+bool slide_ok(const xconv_canon *p, bool narrow)
 {
     if (!cl16_ok(p) || (p->k_size[2] != 3 && p->k_size[2] != 5)) return false;
     if (p->dil[2] != 1 || p->stride[2] < 1 || p->stride[2] > 2) return false;
@@ -504,7 +491,7 @@ bool slide_ok(const xconv_canon *p)
                 p->x_size[d] >= ((int64_t)1 << 30))
             return false;
     }
-    const int run = slide_run_for(p, V);
+    const int run = slide_run((int)p->k_size[2], (int)p->stride[2], V, narrow);
     const int64_t items = p->n * p->y_size[0] * p->y_size[1] * ((p->y_size[2] + run - 1) / run);
     const int64_t cv = slide_chunk(p, V);
     return x_end <= INT32_MAX && y_end <= INT32_MAX && items <= INT32_MAX &&
@@ -585,31 +572,32 @@ template <xconv_dtype D> void launch_vec(const xconv_canon *p, const xconv_exec 
 using slide_kern = void (*)(const xconv_canon, const slide_geom, const char *, const char *,
                             const char *, char *);
 
-template <xconv_dtype D, int YB, bool PIPE, bool N> slide_kern slide_pick_n(const xconv_canon *p)
+template <xconv_dtype D, int YB, bool PIPE, bool NARROW>
+slide_kern slide_table(const xconv_canon *p)
 {
     constexpr int V = vec_traits<D>::V;
     static constexpr slide_kern KERNS[2][2] = {
-        {dw_slide<D, YB, 3, 1, slide_run_n(3, 1, V, N), PIPE>,
-         dw_slide<D, YB, 3, 2, slide_run_n(3, 2, V, N), PIPE>},
-        {dw_slide<D, YB, 5, 1, slide_run_n(5, 1, V, N), PIPE>,
-         dw_slide<D, YB, 5, 2, slide_run_n(5, 2, V, N), PIPE>}};
+        {dw_slide<D, YB, 3, 1, slide_run(3, 1, V, NARROW), PIPE>,
+         dw_slide<D, YB, 3, 2, slide_run(3, 2, V, NARROW), PIPE>},
+        {dw_slide<D, YB, 5, 1, slide_run(5, 1, V, NARROW), PIPE>,
+         dw_slide<D, YB, 5, 2, slide_run(5, 2, V, NARROW), PIPE>}};
     return KERNS[p->k_size[2] == 5][p->stride[2] == 2];
 }
 
-/* the narrow kernels exist for the 16-element kinds only */
-template <xconv_dtype D, int YB, bool PIPE> slide_kern slide_pick(const xconv_canon *p)
+/* the narrow kernels are compiled for the 16-element kinds only */
+template <xconv_dtype D, int YB, bool PIPE> slide_kern slide_pick(const xconv_canon *p, bool narrow)
 {
     if constexpr (vec_traits<D>::V == 16)
-        if (slide_narrow()) return slide_pick_n<D, YB, PIPE, true>(p);
-    return slide_pick_n<D, YB, PIPE, false>(p);
+        if (narrow) return slide_table<D, YB, PIPE, true>(p);
+    return slide_table<D, YB, PIPE, false>(p);
 }
 
 template <xconv_dtype D, int YB>
-void launch_slide(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
+void launch_slide(const xconv_canon *p, const xconv_exec *e, cudaStream_t st, bool narrow)
 {
     constexpr int V = vec_traits<D>::V;
-    slide_kern kern = slide_pick<D, YB, false>(p);
-    const int run = slide_run_for(p, V);
+    slide_kern kern = slide_pick<D, YB, false>(p, narrow);
+    const int run = slide_run((int)p->k_size[2], (int)p->stride[2], V, narrow);
     const int64_t runs = (p->y_size[2] + run - 1) / run, cv = slide_chunk(p, V);
     const int64_t chunks = (p->cin / V + cv - 1) / cv;
     slide_geom sg;
@@ -626,7 +614,7 @@ void launch_slide(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
      * per run, for comparisons) leaves it out. */
     if constexpr (slide_pipe_kind(V) && YB == 16 / V) {
         const char *knob = getenv("XCONV_DW_PIPE");
-        const slide_kern piped_kern = slide_pick<D, YB, true>(p);
+        const slide_kern piped_kern = slide_pick<D, YB, true>(p, narrow);
         const size_t piped =
             smem + (size_t)slide_ring_bytes((int)p->k_size[2], (int)p->stride[2], run);
         int limit = 0;
@@ -658,23 +646,26 @@ void launch_slide(const xconv_canon *p, const xconv_exec *e, cudaStream_t st)
 
 /* dw_slide for x's dtype D: y of x's width, or (8- and 16-bit integers, u32 sums) of 4 bytes. */
 template <xconv_dtype D>
-void launch_slide_y(const xconv_canon *p, const xconv_exec *e, cudaStream_t st, bool y4)
+void launch_slide_y(const xconv_canon *p, const xconv_exec *e, cudaStream_t st, bool y4,
+                    bool narrow)
 {
     constexpr int OWN = 16 / vec_traits<D>::V; /* x's element bytes */
     if constexpr (OWN < 4 && std::is_same<typename vec_traits<D>::A, uint32_t>::value) {
-        if (y4) return launch_slide<D, 4>(p, e, st);
+        if (y4) return launch_slide<D, 4>(p, e, st, narrow);
     }
-    launch_slide<D, OWN>(p, e, st);
+    launch_slide<D, OWN>(p, e, st, narrow);
 }
 
 /* dw_slide where it fits, else dw_vec, dw_cf_plane, dw_cf_direct, or the generic kernels;
- * XCONV_DW_OLD=1 (read per run, for comparisons) leaves dw_slide and dw_cf_plane out. */
+ * XCONV_DW_OLD=1 (read per run, for comparisons) leaves dw_slide and dw_cf_plane out;
+ * XCONV_DW_RUN2=1 (read per run, a measurement knob) gives dw_slide slide_run's narrow runs. */
 xconv_status dw_run(const xconv_exec *e, xconv_error *err)
 {
     const xconv_canon *p = e->p;
-    const char *old = getenv("XCONV_DW_OLD");
+    const char *old = getenv("XCONV_DW_OLD"), *run2 = getenv("XCONV_DW_RUN2");
+    const bool narrow = run2 && run2[0] == '1';
     const bool aligned = ((uintptr_t)e->x | (uintptr_t)e->y) % 16 == 0;
-    const bool slide = aligned && !(old && old[0] == '1') && slide_ok(p);
+    const bool slide = aligned && !(old && old[0] == '1') && slide_ok(p, narrow);
     const bool vec = aligned && vec_ok(p);
     cfp_geom gm;
     const bool plane = !(old && old[0] == '1') && !channels_fastest(p) && cfp_plan(p, &gm);
@@ -684,7 +675,7 @@ xconv_status dw_run(const xconv_exec *e, xconv_error *err)
             switch (p->x_dtype) {
             /* every dtype has its traits (depthwise_cl16.cuh); slide_ok chose the kinds */
 #define XCONV_DTYPE(E, ...) \
-    case XCONV_DTYPE_##E: launch_slide_y<XCONV_DTYPE_##E>(p, e, st, y4); break;
+    case XCONV_DTYPE_##E: launch_slide_y<XCONV_DTYPE_##E>(p, e, st, y4, narrow); break;
 #include "core/dtypes.def"
 #undef XCONV_DTYPE
             default: break;

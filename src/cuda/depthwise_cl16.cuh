@@ -380,16 +380,13 @@ constexpr int SLIDE_STAGES = 3;         /* the piped kernel's rows in flight: 2 
  * (60.8% at 4 and 4 blocks, 116 registers; 54% at 2 and 8 blocks, which spilled again). At
  * stride 1 the same cost 5-10% (112x112 rows: 4 input columns per 2 outputs against 6 per 4). */
 constexpr bool slide_pair(int kw, int sw, int v) { return v == 8 && kw == 3 && sw == 2; }
-constexpr int slide_run(int kw, int sw, int v)
+/* narrow (XCONV_DW_RUN2=1, a measurement knob, thirty-fifth session, not yet run): runs of 2
+ * for the 16-element kinds' 3-wide windows too, half the sums a thread for more blocks per
+ * SM (slide_blocks). */
+constexpr int slide_run(int kw, int sw, int v, bool narrow)
 {
+    if (narrow && v == 16 && kw == 3) return 2;
     return slide_pair(kw, sw, v) ? 2 : (v == 16 ? kw == 3 : 3 * sw + kw <= 10) ? 4 : 2;
-}
-/* NARROW: runs of 2 for the 16-element kinds' 3-wide windows too, half the sums a thread, so
- * more blocks per SM (slide_blocks), each input column loaded for fewer outputs
- * (XCONV_DW_RUN2=1, a measurement knob) */
-constexpr int slide_run_n(int kw, int sw, int v, bool narrow)
-{
-    return narrow && v == 16 && kw == 3 ? 2 : slide_run(kw, sw, v);
 }
 
 /* i8 / u8 run their taps four at a time through dp4a (the same wrapping 32-bit sums as a
@@ -420,7 +417,7 @@ constexpr int slide_ring_bytes(int kw, int sw, int run)
 
 /* Its blocks per SM for __launch_bounds__: 5 (96 registers), 4 for 5 x 5 at stride 1, whose
  * 16-bit kernels would spill at 96; for the 16-element kinds 3 (168) at 3-wide windows (5 at
- * slide_run_n's narrow runs of 2), else 4 (128); 6 (80) for 16-bit floats at 3-wide windows,
+ * slide_run's narrow runs of 2), else 4 (128); 6 (80) for 16-bit floats at 3-wide windows,
  * stride 2. */
 constexpr int slide_blocks(int kw, int sw, int v, int run)
 {
