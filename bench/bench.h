@@ -67,6 +67,14 @@ int  bench_data_create(const bench_problem *p, xconv_dtype x_dtype, xconv_dtype 
                        bench_data *d);
 void bench_data_destroy(bench_data *d);
 
+/* `bytes` (rounded up to a whole line) at a 64-byte boundary, or NULL; free() releases it.
+ * Every buffer a timed side reads or writes comes from here: glibc's malloc returns large
+ * blocks 16 bytes past a page, so each 64-byte vector of such a buffer straddles two cache
+ * lines, while oneDNN allocates its own tensors aligned (and PyTorch's CPU allocator aligns
+ * to 64). Misaligned x and y cost xconv's f32 depthwise about 1.6x (mbv2_dw_144s2, one
+ * thread: 51 GFLOP/s aligned, 32 at 16 bytes past). */
+void *bench_alloc(size_t bytes);
+
 /* count random elements of dtype dt from `seed` (splitmix64), as bench_data_create makes
  * them; `narrow_unsigned` keeps unsigned values below 128. */
 void bench_fill(xconv_dtype dt, void *buf, int64_t count, uint64_t seed, bool narrow_unsigned);

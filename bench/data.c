@@ -46,6 +46,13 @@ void bench_fill(xconv_dtype dt, void *buf, int64_t count, uint64_t seed, bool na
     }
 }
 
+void *bench_alloc(size_t bytes)
+{
+    void *mem = NULL;
+    size_t whole = (bytes + 63) / 64 * 64;
+    return posix_memalign(&mem, 64, whole ? whole : 64) == 0 ? mem : NULL;
+}
+
 int bench_data_create(const bench_problem *p, xconv_dtype x_dtype, xconv_dtype y_dtype,
                       bench_data *d)
 {
@@ -55,8 +62,8 @@ int bench_data_create(const bench_problem *p, xconv_dtype x_dtype, xconv_dtype y
     size_t es = xconv_dtype_size(x_dtype);
     int64_t xn = bench_x_elems(p), wn = bench_w_elems(p);
     /* +1 element: a problem with N = 0 still gets a valid pointer. */
-    d->x = malloc((size_t)(xn + 1) * es);
-    d->w = malloc((size_t)(wn + 1) * es);
+    d->x = bench_alloc((size_t)(xn + 1) * es);
+    d->w = bench_alloc((size_t)(wn + 1) * es);
     if (!d->x || !d->w) {
         bench_data_destroy(d);
         return -1;

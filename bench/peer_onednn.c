@@ -302,7 +302,7 @@ static void create_one(const bench_problem *p, const bench_data *d, int fmt, ben
     onednn_state *s = calloc(1, sizeof *s);
     size_t xe = (size_t)bench_x_elems(p), we = (size_t)bench_w_elems(p);
     size_t es = xconv_dtype_size(d->x_dtype);
-    void *xbuf = malloc(xe * es + 64), *wbuf = malloc(we * es + 64);
+    void *xbuf = bench_alloc(xe * es + 64), *wbuf = bench_alloc(we * es + 64);
     if (!s || !xbuf || !wbuf) {
         free(s);
         free(xbuf);

@@ -208,9 +208,9 @@ static void create_one(const bench_problem *p, const bench_data *d, bench_peer *
         s->ys = bench_spatial(p->out, p->rank);
         s->y_dtype = dt; /* the quantized operators write 8 bits too */
         /* XNNPACK may read XNN_EXTRA_BYTES past the end of x and w. */
-        s->x = malloc((size_t)bench_x_elems(p) * es + XNN_EXTRA_BYTES + 64);
-        s->w = malloc((size_t)bench_w_elems(p) * es + XNN_EXTRA_BYTES + 64);
-        s->y = malloc((size_t)bench_y_elems(p) * es + 64);
+        s->x = bench_alloc((size_t)bench_x_elems(p) * es + XNN_EXTRA_BYTES + 64);
+        s->w = bench_alloc((size_t)bench_w_elems(p) * es + XNN_EXTRA_BYTES + 64);
+        s->y = bench_alloc((size_t)bench_y_elems(p) * es + 64);
     }
     if (!s || !s->x || !s->w || !s->y) {
         peer_destroy(s);

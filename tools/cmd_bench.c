@@ -140,9 +140,9 @@ static int xconv_side_create(xconv_context *ctx, const options *o, const bench_p
     if (xconv_output_shape(&params, x_shape, w_shape, y_shape, &s->err) != XCONV_STATUS_OK)
         return -1;
 
-    s->x = malloc((size_t)xn * es + 64);
-    s->w = malloc((size_t)wn * es + 64);
-    s->y = malloc((size_t)bench_y_elems(p) * ys_bytes + 64);
+    s->x = bench_alloc((size_t)xn * es + 64);
+    s->w = bench_alloc((size_t)wn * es + 64);
+    s->y = bench_alloc((size_t)bench_y_elems(p) * ys_bytes + 64);
     if (!s->x || !s->w || !s->y) goto oom;
     if (last) {
         bench_to_channels_last(d->x, s->x, p->n, p->cin, xs, es);
@@ -163,7 +163,7 @@ static int xconv_side_create(xconv_context *ctx, const options *o, const bench_p
         XCONV_STATUS_OK)
         return -1;
     s->ws_bytes = xconv_plan_workspace_size(s->plan);
-    if (s->ws_bytes && !(s->ws = malloc(s->ws_bytes))) goto oom;
+    if (s->ws_bytes && !(s->ws = bench_alloc(s->ws_bytes))) goto oom;
     return 0;
 oom:
     snprintf(s->err.description, sizeof s->err.description, "out of memory");
