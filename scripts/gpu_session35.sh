@@ -12,6 +12,8 @@
 #   gpu_session35.sh short the patch conv, every dtype's depthwise, the knob's tests and A/B
 #   gpu_session35.sh two   the gpu suite channels-last in f16 and channels-first in bf16, fp8
 #                          (fast accumulation) and i8 on the suite
+#   gpu_session35.sh first (thirty-sixth session) short, then the gpu suite in bf16: what one
+#                          call of under 10 minutes can bring back
 # Logs go to $OUT.
 set -u
 cd "$(dirname "$0")/.."
@@ -21,11 +23,11 @@ B="bench/run_cuda_bench.sh --build devcarry --suite tests/gpu/suite_gpu.json"
 show() { grep -E "^[a-z]|geomean|geometric|MISMATCH|copy|matrix" "$1" | cut -c1-118; }
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
 MODE=${1:-one}
-if [ "$MODE" = one ] || [ "$MODE" = targets ]; then
+if [ "$MODE" = one ] || [ "$MODE" = targets ] || [ "$MODE" = first ]; then
     timeout 150 $B --reps 5 --budget 2 --dtype bf16 >$O/bench_bf16.txt 2>&1
     show $O/bench_bf16.txt
 fi
-if [ "$MODE" = one ] || [ "$MODE" = targets ] || [ "$MODE" = short ]; then
+if [ "$MODE" = one ] || [ "$MODE" = targets ] || [ "$MODE" = short ] || [ "$MODE" = first ]; then
     timeout 30 $B --reps 5 --budget 2 --filter qwenvl --layout channels_first --dtype bf16,f16 \
         >$O/bench_patch_cf.txt 2>&1
     show $O/bench_patch_cf.txt
@@ -33,7 +35,7 @@ if [ "$MODE" = one ] || [ "$MODE" = targets ] || [ "$MODE" = short ]; then
         --dtype f16,f32,i8,u8,i8:i32,f8e4m3,f8e5m2,i16,i32,i64,f64,c64,c128 >$O/bench_dw.txt 2>&1
     show $O/bench_dw.txt
 fi
-if [ "$MODE" = one ] || [ "$MODE" = knobs ] || [ "$MODE" = short ]; then
+if [ "$MODE" = one ] || [ "$MODE" = knobs ] || [ "$MODE" = short ] || [ "$MODE" = first ]; then
     # the knob's kernels against the CPU reference
     XCONV_DW_RUN2=1 XCONV_GPU_TEST_ONLY=cuda.depthwise XCONV_GPU_TEST_SPECIAL=1500 \
         timeout 60 devcarry/test_gpu >$O/test_dw_run2.txt 2>&1
