@@ -593,7 +593,8 @@ template <xconv_dtype D, int YB, bool PIPE> slide_kern slide_pick(const xconv_ca
 }
 
 template <xconv_dtype D, int YB>
-void launch_slide(const xconv_canon *p, const xconv_exec *e, cudaStream_t st, bool narrow)
+void launch_slide(const xconv_canon *p, const xconv_exec *e, cudaStream_t st, bool narrow,
+                  bool pipe)
 {
     constexpr int V = vec_traits<D>::V;
     slide_kern kern = slide_pick<D, YB, false>(p, narrow);
@@ -609,16 +610,15 @@ void launch_slide(const xconv_canon *p, const xconv_exec *e, cudaStream_t st, bo
     size_t smem = (size_t)(slide_stage_rows(p) * cv * V) * sizeof(typename vec_traits<D>::A);
     /* The piped kernel for the kinds it serves with y of x's own width (H100, mbv2_dw_144s2:
      * e4m3 39.5 -> 45.9% of the copy rate, i8 50.6 -> 51.7%; i8 into i32 fell 57.4 -> 43.1%,
-     * so 4-byte y keeps the plain kernel), where the device's blocks can have the ring on top
-     * of the weights (up to 55 + 48 KB; not GPUs with 99 KB a block). XCONV_DW_PIPE=0 (read
-     * per run, for comparisons) leaves it out. */
+     * so 4-byte y keeps the plain kernel), where dw_run asks for it (pipe) and the device's
+     * blocks can have the ring on top of the weights (up to 55 + 48 KB; not GPUs with 99 KB
+     * a block). */
     if constexpr (slide_pipe_kind(V) && YB == 16 / V) {
-        const char *knob = getenv("XCONV_DW_PIPE");
         const slide_kern piped_kern = slide_pick<D, YB, true>(p, narrow);
         const size_t piped =
             smem + (size_t)slide_ring_bytes((int)p->k_size[2], (int)p->stride[2], run);
         int limit = 0;
-        if (!(knob && knob[0] == '0') &&
+        if (pipe &&
             cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin,
                                    p->device_index) == cudaSuccess &&
             piped <= (size_t)limit &&
@@ -647,35 +647,52 @@ void launch_slide(const xconv_canon *p, const xconv_exec *e, cudaStream_t st, bo
 /* dw_slide for x's dtype D: y of x's width, or (8- and 16-bit integers, u32 sums) of 4 bytes. */
 template <xconv_dtype D>
 void launch_slide_y(const xconv_canon *p, const xconv_exec *e, cudaStream_t st, bool y4,
-                    bool narrow)
+                    bool narrow, bool pipe)
 {
     constexpr int OWN = 16 / vec_traits<D>::V; /* x's element bytes */
     if constexpr (OWN < 4 && std::is_same<typename vec_traits<D>::A, uint32_t>::value) {
-        if (y4) return launch_slide<D, 4>(p, e, st, narrow);
+        if (y4) return launch_slide<D, 4>(p, e, st, narrow, pipe);
     }
-    launch_slide<D, OWN>(p, e, st, narrow);
+    launch_slide<D, OWN>(p, e, st, narrow, pipe);
 }
 
-/* dw_slide where it fits, else dw_vec, dw_cf_plane, dw_cf_direct, or the generic kernels;
- * XCONV_DW_OLD=1 (read per run, for comparisons) leaves dw_slide and dw_cf_plane out;
- * XCONV_DW_RUN2=1 (read per run, a measurement knob) gives dw_slide slide_run's narrow runs. */
+/* A knob read per run, for comparisons: 1 if set to '1', 0 if set to anything else, -1 unset. */
+static int dw_knob(const char *name)
+{
+    const char *v = getenv(name);
+    return v ? v[0] == '1' : -1;
+}
+
+/* dw_slide where it fits, else dw_vec, dw_cf_plane, dw_cf_direct, or the generic kernels.
+ * dw_slide's runs for i8 / u8 (slide_run's narrow runs of 2, and no ring for byte y),
+ * measured on an H100 (thirty-sixth session, % of the copy rate, base -> this, six depthwise
+ * shapes of batch 64): into i32 narrow everywhere (144 channels 3x3 stride 2: 57.0 -> 62.5,
+ * 32 channels stride 1: 63.9 -> 71.2, the other four within 1.5%); into bytes narrow without
+ * the ring up to 256 channels (144: 52.0 -> 55.4, 32: 36.8 -> 50.2, 96 stride 2 and 384
+ * stride 1 within 2%), but not at 576 channels stride 2 (59.2 -> 48.8, the ring's gain
+ * there). fp8 keeps runs of 4 with the ring (every variant lost 1-15%). Knobs, read per run,
+ * for comparisons: XCONV_DW_OLD=1 leaves dw_slide and dw_cf_plane out; XCONV_DW_RUN2=1 / =0
+ * forces the narrow runs on / off, XCONV_DW_PIPE=1 / =0 the ring. */
 xconv_status dw_run(const xconv_exec *e, xconv_error *err)
 {
     const xconv_canon *p = e->p;
-    const char *old = getenv("XCONV_DW_OLD"), *run2 = getenv("XCONV_DW_RUN2");
-    const bool narrow = run2 && run2[0] == '1';
+    const char *old = getenv("XCONV_DW_OLD");
+    const bool y4 = xconv_dtype_size(p->y_dtype) == 4; /* 8/16-bit integers into i32 / u32 */
+    const bool bytes = p->x_dtype == XCONV_DTYPE_I8 || p->x_dtype == XCONV_DTYPE_U8;
+    const int run2 = dw_knob("XCONV_DW_RUN2"), pipe_knob = dw_knob("XCONV_DW_PIPE");
+    const bool narrow = run2 >= 0 ? run2 == 1 : bytes && (y4 || p->cin <= 256);
+    const bool pipe = pipe_knob >= 0 ? pipe_knob == 1 : !(bytes && narrow);
     const bool aligned = ((uintptr_t)e->x | (uintptr_t)e->y) % 16 == 0;
     const bool slide = aligned && !(old && old[0] == '1') && slide_ok(p, narrow);
     const bool vec = aligned && vec_ok(p);
     cfp_geom gm;
     const bool plane = !(old && old[0] == '1') && !channels_fastest(p) && cfp_plan(p, &gm);
-    const bool y4 = xconv_dtype_size(p->y_dtype) == 4; /* 8/16-bit integers into i32 / u32 */
     return xconv__cuda_run(e, "cuda.depthwise", err, [&](cudaStream_t st) {
         if (slide) {
             switch (p->x_dtype) {
             /* every dtype has its traits (depthwise_cl16.cuh); slide_ok chose the kinds */
 #define XCONV_DTYPE(E, ...) \
-    case XCONV_DTYPE_##E: launch_slide_y<XCONV_DTYPE_##E>(p, e, st, y4, narrow); break;
+    case XCONV_DTYPE_##E: launch_slide_y<XCONV_DTYPE_##E>(p, e, st, y4, narrow, pipe); break;
 #include "core/dtypes.def"
 #undef XCONV_DTYPE
             default: break;

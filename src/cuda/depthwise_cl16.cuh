@@ -380,9 +380,9 @@ constexpr int SLIDE_STAGES = 3;         /* the piped kernel's rows in flight: 2 
  * (60.8% at 4 and 4 blocks, 116 registers; 54% at 2 and 8 blocks, which spilled again). At
  * stride 1 the same cost 5-10% (112x112 rows: 4 input columns per 2 outputs against 6 per 4). */
 constexpr bool slide_pair(int kw, int sw, int v) { return v == 8 && kw == 3 && sw == 2; }
-/* narrow (XCONV_DW_RUN2=1, a measurement knob, thirty-fifth session, not yet run): runs of 2
- * for the 16-element kinds' 3-wide windows too, half the sums a thread for more blocks per
- * SM (slide_blocks). */
+/* narrow (dw_run: i8 / u8 where it measured faster; XCONV_DW_RUN2 forces it): runs of 2 for
+ * the 16-element kinds' 3-wide windows too, half the sums a thread for more blocks per SM
+ * (slide_blocks). */
 constexpr int slide_run(int kw, int sw, int v, bool narrow)
 {
     if (narrow && v == 16 && kw == 3) return 2;
