@@ -388,6 +388,120 @@ static void check_bf16_blocks(tu_rng *r)
     printf("bf16 blocks of 32 against slices of 16: %d convs\n", runs);
 }
 
+/*
+ * Buffers at every 16-byte phase of a line, and at a phase of one element: the fast path
+ * shifts its channel blocks to start on lines (depthwise.h) where a pixel takes at least 6
+ * blocks, so each phase runs other blocks, masks and packed weights (the first and last
+ * block partial or not). Per dtype, channel counts of 6 and 8 blocks and 6 blocks plus 3
+ * channels, with the row-pair tiles (3x3, strides 1 and 2), the 5x5 tiles and the pixel path
+ * (dilation 2). Oracles: cpu.ref on the same data (compare_outputs, as run_case); every
+ * phase must give the bits of phase 0, through xconv_conv and through one plan with constant
+ * weights created at phase 0 (its weights packed for every phase); and the bytes around y
+ * (64 before, 64 after) keep their canary.
+ */
+static void check_phases(tu_rng *r)
+{
+    static const xconv_dtype pairs[][2] = {
+        {XCONV_DTYPE_F32, XCONV_DTYPE_F32},   {XCONV_DTYPE_BF16, XCONV_DTYPE_BF16},
+        {XCONV_DTYPE_BF16, XCONV_DTYPE_F32},  {XCONV_DTYPE_F16, XCONV_DTYPE_F16},
+        {XCONV_DTYPE_F64, XCONV_DTYPE_F64},   {XCONV_DTYPE_C64, XCONV_DTYPE_C64},
+        {XCONV_DTYPE_C128, XCONV_DTYPE_C128}, {XCONV_DTYPE_I8, XCONV_DTYPE_I32},
+        {XCONV_DTYPE_U16, XCONV_DTYPE_U32},   {XCONV_DTYPE_I32, XCONV_DTYPE_I32},
+        {XCONV_DTYPE_I64, XCONV_DTYPE_I64},   {XCONV_DTYPE_F8E4M3, XCONV_DTYPE_F32}};
+    static const struct {
+        int64_t x0, x1, k, s, t;
+    } shapes[] = {{5, 13, 3, 2, 1}, {4, 11, 3, 1, 1}, {6, 12, 5, 1, 1}, {7, 11, 3, 1, 2}};
+    static const int64_t offsets[][2] = {{0, 0}, {16, 16}, {32, 32}, {48, 48}, {16, 48}, {48, 0}, {-1, -1}};
+    int runs = 0;
+    for (size_t pi = 0; pi < sizeof pairs / sizeof pairs[0]; pi++)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (int cc = 0; cc < 3; cc++) {
+                const xconv_dtype xdt = pairs[pi][0], ydt = pairs[pi][1];
+                const int64_t xes = (int64_t)xconv_dtype_size(xdt), yes = (int64_t)xconv_dtype_size(ydt);
+                /* channels a block: one zmm of the compute type; bf16 row pairs go by 32 */
+                const int64_t cs = xdt == XCONV_DTYPE_C128 ? 16 : xes == 8 || ydt == XCONV_DTYPE_I64 ? 8 : 4;
+                const int64_t L = (xdt == XCONV_DTYPE_BF16 && shapes[si].t == 1 && shapes[si].k == 3 ? 2 : 1) * 64 / cs;
+                tu_problem p;
+                memset(&p, 0, sizeof p);
+                p.op = XCONV_OP_CONV, p.d = 2, p.layout = XCONV_LAYOUT_CHANNELS_LAST, p.n = 2;
+                p.cin = p.cout = p.groups = cc == 0 ? 6 * L : cc == 1 ? 8 * L : 6 * L + 3;
+                p.has_bias = cc != 1, p.xdt = xdt, p.ydt = ydt;
+                p.x[0] = shapes[si].x0, p.x[1] = shapes[si].x1;
+                for (int i = 0; i < 2; i++) {
+                    p.k[i] = shapes[si].k, p.stride[i] = shapes[si].s, p.dil[i] = shapes[si].t;
+                    p.lo[i] = p.hi[i] = shapes[si].t * (shapes[si].k / 2);
+                }
+                tu_problem_finish(&p);
+                int64_t xs[XCONV_MAX_RANK], ws[XCONV_MAX_RANK], bs[1], ys[XCONV_MAX_RANK];
+                tu_shapes(&p, xs, ws, bs, ys);
+                xconv_tensor x = tu_alloc(xdt, 4, xs, 0), w = tu_alloc(xdt, 4, ws, 0);
+                xconv_tensor b = tu_alloc(xdt, 1, bs, 0), yr = tu_alloc(ydt, 4, ys, 0xA5);
+                fill_all(&x, r), fill_all(&w, r), fill_all(&b, r);
+                char desc[200], label[320];
+                tu_describe(&p, desc, sizeof desc);
+                xconv_error err;
+                const char *used = NULL;
+                xconv_status st = tu_conv(CTX[1], &p, &x, &w, &b, &yr, "cpu.ref", &used, &err);
+                XT_CHECK(st == XCONV_STATUS_OK, "phases %s [cpu.ref]: %s", desc, err.description);
+                double *mag = NULL;
+                if (!tu_is_int(ydt)) {
+                    tu_val *exact = malloc(sizeof(tu_val) * (size_t)tu_ycount(&p));
+                    mag = malloc(sizeof(double) * (size_t)tu_ycount(&p));
+                    tu_ref_conv(&p, &x, &w, &b, exact, mag);
+                    free(exact);
+                }
+                const size_t xb = view_bytes(&x), yb = view_bytes(&yr);
+                unsigned char *xm = NULL, *ym = NULL, *first = malloc(yb);
+                XT_CHECK(posix_memalign((void **)&xm, 64, xb + 128) == 0 &&
+                             posix_memalign((void **)&ym, 64, yb + 192) == 0 && first,
+                         "phases: out of memory");
+                xconv_plan *plan = NULL;
+                for (size_t oi = 0; oi < sizeof offsets / sizeof offsets[0]; oi++) {
+                    /* -1: one element past the line (a phase no shift serves) */
+                    const int64_t ox = offsets[oi][0] < 0 ? xes : offsets[oi][0];
+                    const int64_t oy = offsets[oi][1] < 0 ? yes : offsets[oi][1];
+                    xconv_tensor xv = x, yv = yr;
+                    xv.data = xm + 64 + ox, yv.data = ym + 64 + oy;
+                    memcpy(xv.data, x.data, xb);
+                    snprintf(label, sizeof label, "phases %s, x at %" PRId64 " and y at %" PRId64 " bytes past a line", desc,
+                             ox, oy);
+                    for (int via = 0; via < 2; via++) {
+                        memset(ym, 0xA5, yb + 192);
+                        if (via == 0) {
+                            st = tu_conv(CTX[2], &p, &xv, &w, &b, &yv, "cpu.depthwise", &used, &err);
+                        } else {
+                            if (!plan) {
+                                const xconv_params q = tu_params(&p);
+                                const xconv_plan_options o = {.engine = "cpu.depthwise", .constant_weights = true};
+                                st = xconv_plan_create(CTX[2], &q, &xv, &w, p.has_bias ? &b : NULL, &yv, &o, &plan, &err);
+                            }
+                            if (st == XCONV_STATUS_OK)
+                                st = xconv_plan_execute(plan, xv.data, NULL, p.has_bias ? b.data : NULL, yv.data, NULL,
+                                                        0, &err);
+                        }
+                        XT_CHECK(st == XCONV_STATUS_OK, "%s [%s]: %s %s", label, via ? "constant weights" : "conv",
+                                 xconv_status_name(st), err.description);
+                        XT_CHECK(tu_all_bytes(ym, (size_t)(64 + oy), 0xA5) &&
+                                     tu_all_bytes(ym + 64 + oy + yb, (size_t)(128 - oy), 0xA5),
+                                 "%s [%s]: bytes around y written", label, via ? "constant weights" : "conv");
+                        if (oi == 0 && via == 0) {
+                            memcpy(first, yv.data, yb);
+                            const int64_t bad = compare_outputs(&p, &yv, &yr, mag, label);
+                            XT_CHECK(bad == 0, "%s: %" PRId64 " elements differ from cpu.ref", label, bad);
+                        } else {
+                            XT_CHECK(memcmp(first, yv.data, yb) == 0, "%s [%s]: bits differ from phase 0", label,
+                                     via ? "constant weights" : "conv");
+                        }
+                        runs++;
+                    }
+                }
+                xconv_plan_destroy(plan);
+                free(xm), free(ym), free(first), free(mag);
+                free(x.data), free(w.data), free(b.data), free(yr.data);
+            }
+    printf("phases: %d runs\n", runs);
+}
+
 int main(void)
 {
     for (int t = 1; t <= 3; t++) {
@@ -443,6 +557,7 @@ int main(void)
     check_f8_codecs(XCONV_DTYPE_F8E4M3);
     check_f8_codecs(XCONV_DTYPE_F8E5M2);
     check_bf16_blocks(&r);
+    check_phases(&r);
     /* again with bf16 y rounded without vcvtne2ps2bf16 (what CPUs without AVX512-BF16 run) */
     setenv("XCONV_DW_BF16HW", "0", 1);
     check_bf16_blocks(&r);

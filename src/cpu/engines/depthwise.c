@@ -106,7 +106,8 @@ static dw_geom dw_geom_of(const xconv_canon *p)
     const int64_t cpb = fast ? XCONV_DW_KBLOCK(g.xk, p->ct) : XCONV_DW_BLOCK(p->ct);
     const int64_t ncb = (p->cout + cpb - 1) / cpb, bvb = XCONV_DW_VBYTES * (fast ? XCONV_DW_XVECS(g.xk) : 1);
     const size_t wvb = XCONV_DW_VBYTES * (size_t)(fast ? XCONV_DW_WVECS(g.xk) : 1); /* per tap */
-    const double fast_w = (double)wvb * (double)ncb * (double)kk + (double)bvb * (double)ncb;
+    /* shifted blocks (depthwise.h) take one block more than ncb at most */
+    const double fast_w = (double)wvb * (double)(ncb + 1) * (double)kk + (double)bvb * (double)(ncb + 1);
     if (fast && fast_w + 256.0 <= cap) {
         const int64_t rp = xconv__dw_fast_rows(p);
         const int64_t frows = p->n * p->y_size[0] * ((p->y_size[1] + rp - 1) / rp);
@@ -125,8 +126,8 @@ static dw_geom dw_geom_of(const xconv_canon *p)
         g.count = frows * g.nseg;
         g.wk = 0;
         /* prepacked (constant weights): the plan holds them, the workspace only the bias */
-        g.bp = p->prepacked ? 0 : align64(wvb * (size_t)(ncb * kk));
-        g.total = align64(g.bp + (size_t)bvb * (size_t)ncb);
+        g.bp = p->prepacked ? 0 : align64(wvb * (size_t)((ncb + 1) * kk));
+        g.total = align64(g.bp + (size_t)bvb * (size_t)(ncb + 1));
         return g;
     }
 
@@ -211,22 +212,84 @@ static void dw_fast_range(void *arg, int64_t begin, int64_t end, int slot)
     xconv__dw_fast_range(arg, begin, end);
 }
 
+/* Fewest blocks a pixel's channels take for the shift to pay: a shift adds a block (f32, one
+ * thread, x and y 16 bytes past a line, medians of 9-15 alternating runs: 32 channels 79.1
+ * -> 62.7 GFLOP/s, 64 channels 78.6 -> 73.5, 96 at stride 2 42.7 -> 47.6, 144 at stride 2
+ * 31.0 -> 40.2, 384 71.6 -> 82.1). */
+#define DW_SHIFT_MIN_BLOCKS 6
+
+/* What the fast path's blocks align to (depthwise.h): the tensor, y or else x, whose pixels
+ * all start at one offset within `period` bytes (a block's bytes, at most a line; 0: neither,
+ * the blocks stay unshifted), and its element bytes. Periods under 32 bytes are left alone: a
+ * block of 16 bytes or fewer at a 16-byte boundary never straddles two lines. */
+typedef struct dw_phase {
+    int64_t es, period;
+    bool    on_y;
+} dw_phase;
+
+/* Do the pixels of a tensor (strides in elements of es bytes) keep one offset mod period? */
+static bool dw_steady(int64_t period, int64_t es, int64_t n, int64_t sn, const int64_t *size, const int64_t *ss)
+{
+    if (n > 1 && llabs(sn) * es % period != 0) return false;
+    for (int i = 0; i < 3; i++)
+        if (size[i] > 1 && llabs(ss[i]) * es % period != 0) return false;
+    return true;
+}
+
+static dw_phase dw_phase_of(const xconv_canon *p, xconv_dw_xkind xk)
+{
+    const int64_t L = XCONV_DW_KBLOCK(xk, p->ct);
+    const int64_t yes = (int64_t)xconv_dtype_size(p->y_dtype), xes = (int64_t)xconv_dtype_size(p->x_dtype);
+    const int64_t yper = L * yes < 64 ? L * yes : 64, xper = L * xes < 64 ? L * xes : 64;
+    if (p->cout < DW_SHIFT_MIN_BLOCKS * L) return (dw_phase){1, 0, false};
+    if (yper >= 32 && dw_steady(yper, yes, p->n, p->y_sn, p->y_size, p->y_ss)) return (dw_phase){yes, yper, true};
+    if (xper >= 32 && dw_steady(xper, xes, p->n, p->x_sn, p->x_size, p->x_ss)) return (dw_phase){xes, xper, false};
+    return (dw_phase){1, 0, false};
+}
+
+/* The shift of phase slot `slot` (16-byte steps within the period), in channels. */
+static int64_t dw_shift(const dw_phase *ph, int slot)
+{
+    return ph->period ? 16 * slot % ph->period / ph->es : 0;
+}
+
+/* The phase slot of a run on buffers x and y: the aligned tensor's first element's offset
+ * within the period in 16-byte steps, or 0 (unshifted) where that offset is not a whole 16
+ * bytes. */
+static int dw_slot(const xconv_canon *p, const dw_phase *ph, const void *x, const void *y)
+{
+    if (!ph->period) return 0;
+    const uintptr_t a = ph->on_y ? (uintptr_t)y + (uintptr_t)(p->y_off * ph->es)
+                                 : (uintptr_t)x + (uintptr_t)(p->x_off * ph->es);
+    const uintptr_t off = a % (uintptr_t)ph->period;
+    return off % 16 != 0 ? 0 : (int)(off / 16);
+}
+
+/* Bytes of one phase's packed weights: one block more than the channels need (a shift). */
+static size_t dw_phase_bytes(const xconv_canon *p, xconv_dw_xkind xk)
+{
+    const int64_t cpb = XCONV_DW_KBLOCK(xk, p->ct), ncb = (p->cout + cpb - 1) / cpb + 1;
+    return XCONV_DW_VBYTES * (size_t)(XCONV_DW_WVECS(xk) * ncb * xconv__prod3(p->k_size));
+}
+
 /* The 32 f32 values of a XCONV_DW_X_BF16X2 block in its order: even channels, then odd. */
 static void split_even_odd(float *dst, const float *src)
 {
     for (int c = 0; c < 16; c++) dst[c] = src[2 * c], dst[16 + c] = src[2 * c + 1];
 }
 
-/* Fast path packing: wf [block][K][vectors] and bf [block][vectors] in the compute type,
- * zero past Cout (depthwise.h); 8-bit x's weights keep their low 16 bits only (the
+/* Fast path packing for blocks shifted by sh channels (block b: channels b L - sh ..):
+ * wf [block][K][vectors] and bf [block][vectors] in the compute type, zero outside
+ * [0, Cout) (depthwise.h); 8-bit x's weights keep their low 16 bits only (the
  * vpmaddwd/vpdpwssd operand); complex weights (wr, wi) become the vectors of (wr, wr) and
  * (-wi, wi) pairs; XCONV_DW_X_BF16X2's 32 channels per block go even channels first. The
  * weights go to wf (the workspace, or the plan's memory at creation for constant weights). */
-static void pack_fast(const xconv_exec *e, const dw_geom *g, unsigned char *wf)
+static void pack_fast(const xconv_exec *e, const dw_geom *g, unsigned char *wf, int64_t sh)
 {
     const xconv_canon *p = e->p;
     const int64_t kk = xconv__prod3(p->k_size), L = XCONV_DW_KBLOCK(g->xk, p->ct);
-    const int64_t ncb = (p->cout + L - 1) / L, nv = XCONV_DW_WVECS(g->xk);
+    const int64_t ncb = (p->cout + sh + L - 1) / L, nv = XCONV_DW_WVECS(g->xk);
+    const size_t cs = xconv__ctype_size(p->ct);
     const bool x2 = g->xk == XCONV_DW_X_BF16X2;
     const size_t V = XCONV_DW_VBYTES;
     union dw_vecs {
@@ -236,10 +299,10 @@ static void pack_fast(const xconv_exec *e, const dw_geom *g, unsigned char *wf)
     } row, out;
     const dw_ctx d = {e, g, NULL, NULL};
     for (int64_t cb = 0; wf && cb < ncb; cb++) {
-        const int64_t cnt = p->cout - cb * L < L ? p->cout - cb * L : L;
+        const int64_t c0 = cb * L - sh, lo = c0 > 0 ? c0 : 0, hi = c0 + L < p->cout ? c0 + L : p->cout;
         for (int64_t k = 0; k < kk; k++) {
             memset(&row, 0, sizeof row);
-            load_w(&d, k, cb * L, &row, cnt);
+            load_w(&d, k, lo, (char *)&row + cs * (size_t)(lo - c0), hi - lo);
             if (XCONV_DW_X_BYTES(g->xk)) /* vpmaddwd's 16-bit operand */
                 for (size_t c = 0; c < V / 4; c++) row.u32[c] &= 0xffffu;
             out = row;
@@ -262,7 +325,7 @@ static void pack_fast(const xconv_exec *e, const dw_geom *g, unsigned char *wf)
         memset(bf, 0, bb);
         xconv__load_row(p->ct, p->bias_dtype,
                         (const char *)e->bias + p->b_off * (int64_t)xconv_dtype_size(p->bias_dtype), p->b_s,
-                        bf, p->cout);
+                        bf + cs * (size_t)sh, p->cout);
         for (int64_t cb = 0; x2 && cb < ncb; cb++) {
             memcpy(&row, bf + 2 * V * (size_t)cb, 2 * V);
             split_even_odd(out.f32, row.f32);
@@ -279,10 +342,14 @@ static xconv_status dw_run(const xconv_exec *e, xconv_error *err)
     char *ws = e->workspace;
     if (p->n == 0) return XCONV_STATUS_OK;
     if (g.path == DW_FAST) {
-        pack_fast(e, &g, p->prepacked ? NULL : (unsigned char *)(ws + g.wk));
-        const void *wf = p->prepacked ? e->packed : ws + g.wk;
+        const dw_phase ph = dw_phase_of(p, g.xk);
+        const int slot = dw_slot(p, &ph, e->x, e->y);
+        const int64_t sh = dw_shift(&ph, slot);
+        pack_fast(e, &g, p->prepacked ? NULL : (unsigned char *)(ws + g.wk), sh);
+        const void *wf = p->prepacked ? (const char *)e->packed + dw_phase_bytes(p, g.xk) * (size_t)slot
+                                      : ws + g.wk;
         xconv_dw_fast f = {p, e->x, e->y, wf, p->has_bias ? ws + g.bp : NULL,
-                           g.xk, g.yk, g.seg, g.nseg};
+                           g.xk, g.yk, g.seg, g.nseg, sh};
         xconv__parallel_for_slot(e->ctx, g.count, dw_fast_range, &f);
         return XCONV_STATUS_OK;
     }
@@ -304,9 +371,7 @@ static xconv_status dw_run(const xconv_exec *e, xconv_error *err)
 static size_t dw_prepack_bytes(const xconv_canon *p)
 {
     const dw_geom g = dw_geom_of(p);
-    const int64_t cpb = XCONV_DW_KBLOCK(g.xk, p->ct), ncb = (p->cout + cpb - 1) / cpb;
-    return g.path == DW_FAST ? XCONV_DW_VBYTES * (size_t)(XCONV_DW_WVECS(g.xk) * ncb * xconv__prod3(p->k_size))
-                             : 0;
+    return g.path == DW_FAST ? XCONV_DW_PHASES * dw_phase_bytes(p, g.xk) : 0;
 }
 
 static void dw_prepack(const xconv_canon *p, xconv_context *ctx, const void *w, void *packed)
@@ -315,7 +380,9 @@ static void dw_prepack(const xconv_canon *p, xconv_context *ctx, const void *w, 
     q.has_bias = false; /* weights only: the bias is packed at every run */
     const xconv_exec e = {.p = &q, .ctx = ctx, .w = w};
     const dw_geom g = dw_geom_of(p);
-    pack_fast(&e, &g, packed);
+    const dw_phase ph = dw_phase_of(p, g.xk);
+    for (int slot = 0; slot < XCONV_DW_PHASES; slot++)
+        pack_fast(&e, &g, (unsigned char *)packed + dw_phase_bytes(p, g.xk) * (size_t)slot, dw_shift(&ph, slot));
 }
 
 const xconv_engine xconv__engine_cpu_depthwise = {

@@ -23,6 +23,15 @@
  * weight, high half zero; for the wider integers the whole u32), two for complex
  * ((wr, wr) pairs, then (-wi, wi) pairs); bias [channel block][64 bytes]; lanes past Cout
  * are zero.
+ * Blocks start where a tensor's lines do: block b holds channels [b L - sh, (b + 1) L - sh)
+ * (L channels a block, lanes outside [0, Cout) masked), where the shift sh, chosen per run from
+ * y's address (or x's, when y's strides would move the phase from pixel to pixel), puts the
+ * blocks' vectors on 64-byte boundaries: malloc's large blocks start 16 bytes past a page,
+ * where every 64-byte vector of an unshifted block would straddle two lines (f32 mbv2_dw_144s2,
+ * one thread: 32 GFLOP/s with x and y 16 bytes past a line, 51 on line boundaries). The shifts
+ * of the XCONV_DW_PHASES 16-byte phases each have their packed weights (a plan with constant
+ * weights packs all of them; otherwise a run packs its own), so any phase runs the same
+ * operations per channel in the same order: the bits do not depend on it.
  * bf16 x in 3x3 row-pair tiles with more than 16 channels goes by blocks of 32 (the kind
  * XCONV_DW_X_BF16X2): one 64-byte load holds 32 channels, whose even channels are each
  * 32-bit lane shifted left by 16 and whose odd channels are each lane with its low half
@@ -91,18 +100,22 @@ typedef enum xconv_dw_ykind {
     XCONV_DW_Y_NONE
 } xconv_dw_ykind;
 
+/* The 16-byte phases of a 64-byte line that have their own shift (above). */
+#define XCONV_DW_PHASES 4
+
 /* One execute of the fast path. Work items are (n, j0, j1 / rows, segment of nseg along
  * Y2), rows = xconv__dw_fast_rows(p). */
 typedef struct xconv_dw_fast {
     const xconv_canon *p;
     const char        *x;      /* buffer starts */
     char              *y;
-    const void        *w;      /* packed weights */
-    const void        *bias;   /* packed bias or NULL */
+    const void        *w;      /* packed weights, for shift sh */
+    const void        *bias;   /* packed bias or NULL, for shift sh */
     xconv_dw_xkind     xk;
     xconv_dw_ykind     yk;
     int64_t            seg;    /* output columns per item */
     int64_t            nseg;   /* items per output row */
+    int64_t            sh;     /* channel shift of the blocks, < their channel count */
 } xconv_dw_fast;
 
 /* The kinds the fast path would use for p, or false when it cannot run p on this CPU. */

@@ -27,10 +27,13 @@ typedef struct dw_row {
     const void *w, *bias;
     int64_t     kk;          /* taps: K0*K1*K2 */
     int64_t     cpb;         /* channels per block (XCONV_DW_KBLOCK) */
+    int64_t     sh;          /* block b holds channels [b cpb - sh, (b + 1) cpb - sh) */
     int64_t     ncb;         /* channel blocks */
     bool        tail;        /* the last block is partial */
     __mmask32   mask;        /* its lanes: 32- or 64-bit as the x kind's, 16-bit for
                               * XCONV_DW_X_BF16X2 (dw_full_mask for full blocks) */
+    __mmask32   hmask;       /* the first block's lanes (channels from 0: a shift leaves
+                              * out its first sh) */
     int64_t     xes, yes;    /* element bytes */
     int64_t     xps, yps;    /* bytes between pixels along dim 2 */
     int64_t     seg, nseg;
@@ -60,11 +63,14 @@ static inline void dw_row_init(dw_row *r, const xconv_dw_fast *f)
     r->bias = f->bias;
     r->kk = xconv__prod3(p->k_size);
     r->cpb = XCONV_DW_KBLOCK(f->xk, p->ct);
-    r->ncb = (p->cout + r->cpb - 1) / r->cpb;
-    r->tail = p->cout % r->cpb != 0;
+    r->sh = f->sh;
+    r->ncb = (p->cout + r->sh + r->cpb - 1) / r->cpb;
+    r->tail = (p->cout + r->sh) % r->cpb != 0;
     /* lanes per channel: 2 for c128 (64-bit lanes), else 1 */
-    const unsigned lanes = (unsigned)(p->cout % r->cpb) * (f->xk == XCONV_DW_X_C128 ? 2u : 1u);
+    const unsigned lpc = f->xk == XCONV_DW_X_C128 ? 2u : 1u;
+    const unsigned lanes = (unsigned)((p->cout + r->sh) % r->cpb) * lpc;
     r->mask = r->tail ? (__mmask32)((1u << lanes) - 1u) : dw_full_mask(f->xk);
+    r->hmask = dw_full_mask(f->xk) & (__mmask32) ~((1u << (unsigned)r->sh * lpc) - 1u);
     r->xes = (int64_t)xconv_dtype_size(p->x_dtype);
     r->yes = (int64_t)xconv_dtype_size(p->y_dtype);
     r->xps = p->x_ss[2] * r->xes;
@@ -76,6 +82,24 @@ static inline void dw_row_init(dw_row *r, const xconv_dw_fast *f)
     r->x = f->x;
     r->y = f->y;
 }
+
+/* The lanes of block cb, and whether it is partial (masked loads and stores). */
+static inline __mmask32 dw_bmask(const dw_row *r, int xk, int64_t cb)
+{
+    __mmask32 m = dw_full_mask(xk);
+    if (cb == 0) m &= r->hmask;
+    if (cb == r->ncb - 1) m &= r->mask;
+    return m;
+}
+
+static inline bool dw_bpart(const dw_row *r, int64_t cb)
+{
+    return (cb == 0 && r->sh != 0) || (cb == r->ncb - 1 && r->tail);
+}
+
+/* Block cb's first channel (negative for a shifted first block: its lanes before channel 0
+ * are masked). */
+static inline int64_t dw_bchan(const dw_row *r, int64_t cb) { return cb * r->cpb - r->sh; }
 
 static inline void dw_row_at(dw_row *r, int64_t item)
 {

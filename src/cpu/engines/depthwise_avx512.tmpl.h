@@ -333,12 +333,12 @@ DW_AI void DW_NAME(dw_tile)(const dw_row *r, int xk, int yk, bool masked, bool c
 {
     enum { MAXT = 8 };
     const xconv_canon *p = r->p;
-    const __mmask16 m = (__mmask16)r->mask;
+    const __mmask16 m = (__mmask16)dw_bmask(r, xk, cb);
     const __m512i *wb = (const __m512i *)r->w + cb * r->kk * XCONV_DW_WVECS(xk);
     __m512i acc[MAXT];
     const __m512i init = r->bias ? _mm512_load_si512((const __m512i *)r->bias + cb) : _mm512_setzero_si512();
     DW_UNROLL for (int t = 0; t < WT; t++) acc[t] = init;
-    const int64_t cofs = cb * r->cpb * r->xes;
+    const int64_t cofs = dw_bchan(r, cb) * r->xes;
     int64_t kr = 0;
     for (int64_t k0 = 0; k0 < p->k_size[0]; k0++) {
         const int64_t q0 = r->j0 * p->stride[0] + k0 * p->dil[0] - p->pad_lo[0];
@@ -370,7 +370,7 @@ DW_AI void DW_NAME(dw_tile)(const dw_row *r, int xk, int yk, bool masked, bool c
             }
         }
     }
-    char *yp = r->yrow + (ow0 * p->y_ss[2] + cb * r->cpb) * r->yes;
+    char *yp = r->yrow + (ow0 * p->y_ss[2] + dw_bchan(r, cb)) * r->yes;
     DW_UNROLL for (int t = 0; t < WT; t++) DW_NAME(dw_st)(yk, yp + t * r->yps, acc[t], m, masked);
 }
 
@@ -379,11 +379,11 @@ DW_AI void DW_NAME(dw_tile)(const dw_row *r, int xk, int yk, bool masked, bool c
 DW_AI void DW_NAME(dw_pixel)(const dw_row *r, int xk, int yk, bool masked, int64_t ow, int64_t cb)
 {
     const xconv_canon *p = r->p;
-    const __mmask16 m = (__mmask16)r->mask;
+    const __mmask16 m = (__mmask16)dw_bmask(r, xk, cb);
     const int64_t K2 = p->k_size[2];
     const __m512i *wb = (const __m512i *)r->w + cb * r->kk * XCONV_DW_WVECS(xk);
     __m512i acc = r->bias ? _mm512_load_si512((const __m512i *)r->bias + cb) : _mm512_setzero_si512();
-    const int64_t cofs = cb * r->cpb * r->xes;
+    const int64_t cofs = dw_bchan(r, cb) * r->xes;
     int64_t kr = 0;
     for (int64_t k0 = 0; k0 < p->k_size[0]; k0++) {
         const int64_t q0 = r->j0 * p->stride[0] + k0 * p->dil[0] - p->pad_lo[0];
@@ -402,7 +402,7 @@ DW_AI void DW_NAME(dw_pixel)(const dw_row *r, int xk, int yk, bool masked, int64
             }
         }
     }
-    DW_NAME(dw_st)(yk, r->yrow + (ow * p->y_ss[2] + cb * r->cpb) * r->yes, acc, m, masked);
+    DW_NAME(dw_st)(yk, r->yrow + (ow * p->y_ss[2] + dw_bchan(r, cb)) * r->yes, acc, m, masked);
 }
 
 /* Outputs [a, b) of one row, every channel block, in tiles of 8 (or 7) for the specialized
@@ -413,11 +413,12 @@ DW_AI void DW_NAME(dw_pixel)(const dw_row *r, int xk, int yk, bool masked, int64
 DW_AI void DW_NAME(dw_cover)(const dw_row *r, int xk, int yk, int KW, int S, int64_t a, int64_t b,
                              int64_t lo_in, int64_t hi_in)
 {
-    const int64_t full = r->ncb - (r->tail ? 1 : 0);
+    /* the full blocks [c0, c1) unmasked, a partial first and last block masked */
+    const int64_t c0 = r->sh != 0 ? 1 : 0, c1 = r->ncb - (r->tail ? 1 : 0);
     if (b - a < 7) {
         for (int64_t ow = a; ow < b; ow++)
             for (int64_t cb = 0; cb < r->ncb; cb++)
-                DW_NAME(dw_pixel)(r, xk, yk, cb >= full, ow, cb);
+                DW_NAME(dw_pixel)(r, xk, yk, dw_bpart(r, cb), ow, cb);
         return;
     }
     /* tiles of 7 when as few of them cover [a, b) as of 8 (14, 28, ... outputs: no overlap) */
@@ -427,11 +428,13 @@ DW_AI void DW_NAME(dw_cover)(const dw_row *r, int xk, int yk, int KW, int S, int
         if (ow0 + wt > b) ow0 = b - wt;
         const bool checked = ow0 < lo_in || ow0 + wt > hi_in;
         if (wt == 8) {
-            for (int64_t cb = 0; cb < full; cb++) DW_NAME(dw_tile)(r, xk, yk, false, checked, KW, S, 8, ow0, cb);
-            if (r->tail) DW_NAME(dw_tile)(r, xk, yk, true, checked, KW, S, 8, ow0, full);
+            if (c0) DW_NAME(dw_tile)(r, xk, yk, true, checked, KW, S, 8, ow0, 0);
+            for (int64_t cb = c0; cb < c1; cb++) DW_NAME(dw_tile)(r, xk, yk, false, checked, KW, S, 8, ow0, cb);
+            if (c1 < r->ncb && c1 >= c0) DW_NAME(dw_tile)(r, xk, yk, true, checked, KW, S, 8, ow0, c1);
         } else {
-            for (int64_t cb = 0; cb < full; cb++) DW_NAME(dw_tile)(r, xk, yk, false, checked, KW, S, 7, ow0, cb);
-            if (r->tail) DW_NAME(dw_tile)(r, xk, yk, true, checked, KW, S, 7, ow0, full);
+            if (c0) DW_NAME(dw_tile)(r, xk, yk, true, checked, KW, S, 7, ow0, 0);
+            for (int64_t cb = c0; cb < c1; cb++) DW_NAME(dw_tile)(r, xk, yk, false, checked, KW, S, 7, ow0, cb);
+            if (c1 < r->ncb && c1 >= c0) DW_NAME(dw_tile)(r, xk, yk, true, checked, KW, S, 7, ow0, c1);
         }
         if (ow0 + wt >= b) break;
     }
@@ -510,14 +513,14 @@ DW_AI void DW_NAME(dw_pt_blocks)(const dw_row *r, int xk, int yk, bool checked, 
     const int64_t i0 = ow0 * S - p->pad_lo[2];
     const int P = XCONV_DW_XVECS(xk);
     for (int64_t cb = 0; cb < r->ncb; cb++) {
-        const __mmask32 m = r->tail && cb == r->ncb - 1 ? r->mask : dw_full_mask(xk);
+        const __mmask32 m = dw_bmask(r, xk, cb);
         const __m512i *wb = (const __m512i *)r->w + cb * 9 * XCONV_DW_WVECS(xk);
         dw_v2 wv[9];
         DW_UNROLL for (int k = 0; k < 9; k++) wv[k] = DW_NAME(dw_wld)(xk, wb, k);
         __m512i init[2];
         DW_UNROLL for (int h = 0; h < P; h++)
             init[h] = r->bias ? _mm512_load_si512((const __m512i *)r->bias + cb * P + h) : _mm512_setzero_si512();
-        const int64_t xo = cb * r->cpb * r->xes, yo = (ow0 * p->y_ss[2] + cb * r->cpb) * r->yes;
+        const int64_t xo = dw_bchan(r, cb) * r->xes, yo = (ow0 * p->y_ss[2] + dw_bchan(r, cb)) * r->yes;
         const char *xr[5];
         char *yp[2];
         DW_UNROLL for (int u = 0; u < U; u++) xr[u] = xrow[u] ? xrow[u] + xo : NULL;
@@ -596,7 +599,7 @@ DW_AI void DW_NAME(dw_items)(const xconv_dw_fast *f, int xk, int64_t begin, int6
         default:
             for (int64_t ow = r.ja; ow < r.jb; ow++)
                 for (int64_t cb = 0; cb < r.ncb; cb++)
-                    DW_NAME(dw_pixel)(&r, xk, yk, r.tail && cb == r.ncb - 1, ow, cb);
+                    DW_NAME(dw_pixel)(&r, xk, yk, dw_bpart(&r, cb), ow, cb);
         }
     }
 }
