@@ -143,6 +143,19 @@ static inline bool close_to(double a, double e, double bound)
     return fabs(a - e) <= bound;
 }
 
+/* sum |x * w| per element of y, the float tolerances' scale (tu_ref_conv), or NULL for integer
+ * y, which compares exactly. free() it. */
+static inline double *ref_mags(const tu_problem *p, const xconv_tensor *x, const xconv_tensor *w,
+                               const xconv_tensor *b)
+{
+    if (tu_is_int(p->ydt)) return NULL;
+    tu_val *exact = malloc(sizeof(tu_val) * (size_t)tu_ycount(p));
+    double *mag = malloc(sizeof(double) * (size_t)tu_ycount(p));
+    tu_ref_conv(p, x, w, b, exact, mag);
+    free(exact);
+    return mag;
+}
+
 /* Compares y (engine) with yr (cpu.ref): elements exactly (integers) or within tolerance;
  * every byte that is not an element must still hold the canary. Returns mismatches. */
 static inline int64_t compare_outputs(const tu_problem *p, const xconv_tensor *y,
@@ -284,13 +297,7 @@ static inline void check_engine_threads(xconv_context *const ctx[4], const tu_pr
     const char *used;
     xconv_status st = tu_conv(ctx[1], p, &x, &w, &b, &yr, "cpu.ref", &used, &err);
     XT_CHECK(st == XCONV_STATUS_OK, "%s [cpu.ref]: %s", label, err.description);
-    double *mag = NULL;
-    if (!tu_is_int(p->ydt)) {
-        tu_val *exact = malloc(sizeof(tu_val) * (size_t)tu_ycount(p));
-        mag = malloc(sizeof(double) * (size_t)tu_ycount(p));
-        tu_ref_conv(p, &x, &w, &b, exact, mag);
-        free(exact);
-    }
+    double *mag = ref_mags(p, &x, &w, &b);
     const size_t nb = view_bytes(&yr);
     xconv_tensor y[4];
     for (int t = 1; t <= 3; t++) {

@@ -245,13 +245,7 @@ static void run_case(const dw_case *c, xconv_layout L, xconv_dtype xdt, xconv_dt
     const char *used = NULL;
     xconv_status st = tu_conv(CTX[1], &p, &x, &w, bias ? &b : NULL, &yr, "cpu.ref", &used, &err);
     XT_CHECK(st == XCONV_STATUS_OK, "%s [cpu.ref]: %s %s", label, xconv_status_name(st), err.description);
-    double *mag = NULL;
-    if (!tu_is_int(ydt)) {
-        tu_val *exact = malloc(sizeof(tu_val) * (size_t)tu_ycount(&p));
-        mag = malloc(sizeof(double) * (size_t)tu_ycount(&p));
-        tu_ref_conv(&p, &x, &w, bias ? &b : NULL, exact, mag);
-        free(exact);
-    }
+    double *mag = ref_mags(&p, &x, &w, bias ? &b : NULL);
     xconv_tensor y[4];
     for (int t = 1; t <= 3; t++) {
         y[t] = yr;
@@ -443,13 +437,7 @@ static void check_phases(tu_rng *r)
                 const char *used = NULL;
                 xconv_status st = tu_conv(CTX[1], &p, &x, &w, &b, &yr, "cpu.ref", &used, &err);
                 XT_CHECK(st == XCONV_STATUS_OK, "phases %s [cpu.ref]: %s", desc, err.description);
-                double *mag = NULL;
-                if (!tu_is_int(ydt)) {
-                    tu_val *exact = malloc(sizeof(tu_val) * (size_t)tu_ycount(&p));
-                    mag = malloc(sizeof(double) * (size_t)tu_ycount(&p));
-                    tu_ref_conv(&p, &x, &w, &b, exact, mag);
-                    free(exact);
-                }
+                double *mag = ref_mags(&p, &x, &w, &b);
                 const size_t xb = view_bytes(&x), yb = view_bytes(&yr);
                 unsigned char *xm = NULL, *ym = NULL, *first = malloc(yb);
                 XT_CHECK(posix_memalign((void **)&xm, 64, xb + 128) == 0 &&

@@ -134,13 +134,7 @@ static void run_engine_case(const eng_case *c, xconv_layout L, xconv_dtype xdt, 
     xconv_status st = tu_conv(CTX[1], &p, &x, &w, &b, &yr, "cpu.ref", &used, &err);
     XT_CHECK(st == XCONV_STATUS_OK, "%s [cpu.ref]: %s %s", label, xconv_status_name(st),
              err.description);
-    double *mag = NULL;
-    if (!tu_is_int(ydt)) {
-        tu_val *exact = malloc(sizeof(tu_val) * (size_t)tu_ycount(&p));
-        mag = malloc(sizeof(double) * (size_t)tu_ycount(&p));
-        tu_ref_conv(&p, &x, &w, &b, exact, mag);
-        free(exact);
-    }
+    double *mag = ref_mags(&p, &x, &w, &b);
     for (int e = 0; st == XCONV_STATUS_OK && e < xconv_engine_count(); e++) {
         const char *name = xconv_engine_name(e);
         if (strcmp(name, "cpu.ref") == 0) continue;
