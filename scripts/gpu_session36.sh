@@ -3,6 +3,8 @@
 # carry devcarry):
 #   gpu_session36.sh ab      the depthwise knobs on tests/gpu/suite_dw.json (six shapes, batch
 #                            64) for i8, u8, i8:i32 and e4m3, alternating, then every test
+#   gpu_session36.sh floats  every depthwise shape of suite_dw.json in bf16 and f16 against
+#                            cuDNN, and f32, e4m3, i8 alone (no tests)
 #   gpu_session36.sh verify  dw_run's new defaults for i8 / u8 against the CPU reference, an A/B
 #                            of them against the old ones (XCONV_DW_RUN2=0 XCONV_DW_PIPE=1), then
 #                            every test
@@ -32,6 +34,13 @@ if [ "$MODE" = verify ]; then
             --dtype i8,u8,i8:i32 >$O/ab.txt 2>&1
         echo "== $v"; row $O/ab.txt
     done
+fi
+if [ "$MODE" = floats ]; then
+    timeout 60 $B --reps 5 --budget 1 --dtype bf16,f16 >$O/dw_cudnn.txt 2>&1
+    grep -E "^dw_|^name" $O/dw_cudnn.txt | cut -c1-120
+    timeout 40 $B --reps 5 --budget 1 --peers none --dtype f32,f8e4m3,i8 >$O/dw_other.txt 2>&1
+    grep -E "^dw_" $O/dw_other.txt | cut -c1-90
+    exit 0
 fi
 timeout 190 devcarry/test_gpu >$O/test_gpu.txt 2>&1
 tail -1 $O/test_gpu.txt; grep FAIL $O/test_gpu.txt | head -5
