@@ -265,6 +265,9 @@ static int dw_slot(const xconv_canon *p, const dw_phase *ph, const void *x, cons
     return off % 16 != 0 ? 0 : (int)(off / 16);
 }
 
+/* The phase slots a problem's runs can take: period / 16 (4 for a whole line), 1 unshifted. */
+static int dw_slots(const dw_phase *ph) { return ph->period ? (int)(ph->period / 16) : 1; }
+
 /* Bytes of one phase's packed weights: one block more than the channels need (a shift). */
 static size_t dw_phase_bytes(const xconv_canon *p, xconv_dw_xkind xk)
 {
@@ -371,7 +374,9 @@ static xconv_status dw_run(const xconv_exec *e, xconv_error *err)
 static size_t dw_prepack_bytes(const xconv_canon *p)
 {
     const dw_geom g = dw_geom_of(p);
-    return g.path == DW_FAST ? XCONV_DW_PHASES * dw_phase_bytes(p, g.xk) : 0;
+    if (g.path != DW_FAST) return 0;
+    const dw_phase ph = dw_phase_of(p, g.xk);
+    return (size_t)dw_slots(&ph) * dw_phase_bytes(p, g.xk);
 }
 
 static void dw_prepack(const xconv_canon *p, xconv_context *ctx, const void *w, void *packed)
@@ -381,7 +386,7 @@ static void dw_prepack(const xconv_canon *p, xconv_context *ctx, const void *w, 
     const xconv_exec e = {.p = &q, .ctx = ctx, .w = w};
     const dw_geom g = dw_geom_of(p);
     const dw_phase ph = dw_phase_of(p, g.xk);
-    for (int slot = 0; slot < XCONV_DW_PHASES; slot++)
+    for (int slot = 0; slot < dw_slots(&ph); slot++)
         pack_fast(&e, &g, (unsigned char *)packed + dw_phase_bytes(p, g.xk) * (size_t)slot, dw_shift(&ph, slot));
 }
 

@@ -28,9 +28,9 @@
  * y's address (or x's, when y's strides would move the phase from pixel to pixel), puts the
  * blocks' vectors on 64-byte boundaries: malloc's large blocks start 16 bytes past a page,
  * where every 64-byte vector of an unshifted block would straddle two lines (f32 mbv2_dw_144s2,
- * one thread: 32 GFLOP/s with x and y 16 bytes past a line, 51 on line boundaries). The shifts
- * of the XCONV_DW_PHASES 16-byte phases each have their packed weights (a plan with constant
- * weights packs all of them; otherwise a run packs its own), so any phase runs the same
+ * one thread: 32 GFLOP/s with x and y 16 bytes past a line, 51 on line boundaries). Each
+ * 16-byte phase's shift has its own packed weights (a plan with constant weights packs every
+ * phase its runs can take; otherwise a run packs its own), so any phase runs the same
  * operations per channel in the same order: the bits do not depend on it.
  * bf16 x in 3x3 row-pair tiles with more than 16 channels goes by blocks of 32 (the kind
  * XCONV_DW_X_BF16X2): one 64-byte load holds 32 channels, whose even channels are each
@@ -99,9 +99,6 @@ typedef enum xconv_dw_ykind {
     XCONV_DW_Y_C64, /* c64: f32 lanes, NaNs stored as the one quiet NaN */
     XCONV_DW_Y_NONE
 } xconv_dw_ykind;
-
-/* The 16-byte phases of a 64-byte line that have their own shift (above). */
-#define XCONV_DW_PHASES 4
 
 /* One execute of the fast path. Work items are (n, j0, j1 / rows, segment of nseg along
  * Y2), rows = xconv__dw_fast_rows(p). */

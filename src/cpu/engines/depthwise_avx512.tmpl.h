@@ -405,6 +405,16 @@ DW_AI void DW_NAME(dw_pixel)(const dw_row *r, int xk, int yk, bool masked, int64
     DW_NAME(dw_st)(yk, r->yrow + (ow * p->y_ss[2] + dw_bchan(r, cb)) * r->yes, acc, m, masked);
 }
 
+/* Every channel block of one dw_tile at ow0: the full blocks [c0, c1) unmasked, a partial
+ * first block (a shift) and last block masked. */
+DW_AI void DW_NAME(dw_tile_blocks)(const dw_row *r, int xk, int yk, bool checked, int KW, int S, int WT,
+                                   int64_t ow0, int64_t c0, int64_t c1)
+{
+    if (c0) DW_NAME(dw_tile)(r, xk, yk, true, checked, KW, S, WT, ow0, 0);
+    for (int64_t cb = c0; cb < c1; cb++) DW_NAME(dw_tile)(r, xk, yk, false, checked, KW, S, WT, ow0, cb);
+    if (c1 < r->ncb && c1 >= c0) DW_NAME(dw_tile)(r, xk, yk, true, checked, KW, S, WT, ow0, c1);
+}
+
 /* Outputs [a, b) of one row, every channel block, in tiles of 8 (or 7) for the specialized
  * kernel rows: tiles start at a, a + 8, ..., the last shifted left to end at b (recomputing a
  * few outputs to the same bits); tiles that reach outside [lo_in, hi_in), whose taps may fall
@@ -413,7 +423,7 @@ DW_AI void DW_NAME(dw_pixel)(const dw_row *r, int xk, int yk, bool masked, int64
 DW_AI void DW_NAME(dw_cover)(const dw_row *r, int xk, int yk, int KW, int S, int64_t a, int64_t b,
                              int64_t lo_in, int64_t hi_in)
 {
-    /* the full blocks [c0, c1) unmasked, a partial first and last block masked */
+    /* the full blocks [c0, c1) (dw_tile_blocks) */
     const int64_t c0 = r->sh != 0 ? 1 : 0, c1 = r->ncb - (r->tail ? 1 : 0);
     if (b - a < 7) {
         for (int64_t ow = a; ow < b; ow++)
@@ -427,15 +437,8 @@ DW_AI void DW_NAME(dw_cover)(const dw_row *r, int xk, int yk, int KW, int S, int
     for (int64_t ow0 = a;; ow0 += wt) {
         if (ow0 + wt > b) ow0 = b - wt;
         const bool checked = ow0 < lo_in || ow0 + wt > hi_in;
-        if (wt == 8) {
-            if (c0) DW_NAME(dw_tile)(r, xk, yk, true, checked, KW, S, 8, ow0, 0);
-            for (int64_t cb = c0; cb < c1; cb++) DW_NAME(dw_tile)(r, xk, yk, false, checked, KW, S, 8, ow0, cb);
-            if (c1 < r->ncb && c1 >= c0) DW_NAME(dw_tile)(r, xk, yk, true, checked, KW, S, 8, ow0, c1);
-        } else {
-            if (c0) DW_NAME(dw_tile)(r, xk, yk, true, checked, KW, S, 7, ow0, 0);
-            for (int64_t cb = c0; cb < c1; cb++) DW_NAME(dw_tile)(r, xk, yk, false, checked, KW, S, 7, ow0, cb);
-            if (c1 < r->ncb && c1 >= c0) DW_NAME(dw_tile)(r, xk, yk, true, checked, KW, S, 7, ow0, c1);
-        }
+        if (wt == 8) DW_NAME(dw_tile_blocks)(r, xk, yk, checked, KW, S, 8, ow0, c0, c1);
+        else DW_NAME(dw_tile_blocks)(r, xk, yk, checked, KW, S, 7, ow0, c0, c1);
         if (ow0 + wt >= b) break;
     }
 }
